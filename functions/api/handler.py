@@ -1,0 +1,11 @@
+"""API function: HTTP API (payload v2) events -> the skyloop REST routes."""
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from skyloop.api import app
+from skyloop.api.app import logger
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event: dict, context: LambdaContext) -> dict:
+    return app.resolve(event, context)

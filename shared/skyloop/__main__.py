@@ -1,0 +1,5 @@
+import sys
+
+from skyloop.cli import main
+
+sys.exit(main())

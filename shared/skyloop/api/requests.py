@@ -1,0 +1,142 @@
+"""Request bodies and query strings of the REST API, validated at the boundary."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from skyloop.errors import InvalidInputError, PayloadTooLargeError
+from skyloop.models.session import ClientTool
+
+MAX_OUTPUT_CHARS = 200_000  # a tool output is stored in one DynamoDB item (400 KB cap)
+MAX_TEXT_CHARS = 100_000
+MAX_TOOLS = 128
+EVENT_TYPES = ("message", "function_call_output", "interrupt")
+
+
+def format_validation_error(exc: ValidationError, *, prefix: str = "") -> str:
+    """A compact, secret-free summary: ``field.path: message; ...``."""
+    parts = []
+    for err in exc.errors(include_url=False, include_input=False):
+        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+        parts.append(f"{loc}: {err.get('msg')}" if loc else str(err.get("msg")))
+    return prefix + "; ".join(parts[:10])
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def parse_model(model: type[M], data: Any, *, what: str) -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidInputError(format_validation_error(exc, prefix=f"invalid {what}: ")) from exc
+
+
+class CreateSessionRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    agent_id: str = Field(min_length=1, max_length=64)
+    title: str | None = Field(default=None, max_length=512)
+    labels: dict[str, str] = Field(default_factory=dict, max_length=50)
+
+
+class UpdateSessionRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    runner_id: str | None = Field(default=None, max_length=256)
+    title: str | None = Field(default=None, max_length=512)
+    labels: dict[str, str] | None = Field(default=None, max_length=50)
+    archived: bool | None = None
+
+
+class InputTextBlock(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["input_text"]
+    text: str = Field(max_length=MAX_TEXT_CHARS)
+
+
+class MessageData(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["user"]
+    content: list[InputTextBlock] = Field(min_length=1, max_length=64)
+
+
+class FunctionCallOutputData(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    call_id: str = Field(min_length=1, max_length=256)
+    output: str
+
+
+class NestedFunction(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,256}$")
+    description: str | None = Field(default=None, max_length=10_000)
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class FunctionTool(BaseModel):
+    """``{"type": "function", "function": {...}}``, the nested Chat-Completions form."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["function"]
+    function: NestedFunction
+
+    def to_client_tool(self) -> ClientTool:
+        f = self.function
+        return ClientTool(name=f.name, description=f.description, parameters=f.parameters)
+
+
+class SessionEventRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: str = Field(min_length=1, max_length=64)
+    data: dict[str, Any] = Field(default_factory=dict)
+    tools: list[FunctionTool] | None = Field(default=None, max_length=MAX_TOOLS)
+    model_override: str | None = Field(default=None, max_length=256)
+    created_by: str | None = None
+
+    @field_validator("type")
+    @classmethod
+    def _allowed(cls, value: str) -> str:
+        if value not in EVENT_TYPES:
+            raise ValueError(f"Unknown event type: '{value}'. Allowed types: {list(EVENT_TYPES)}")
+        return value
+
+    @model_validator(mode="after")
+    def _unique_tools(self) -> SessionEventRequest:
+        names = [t.function.name for t in self.tools or []]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate tool names: {', '.join(dupes)}")
+        return self
+
+    def message(self) -> MessageData:
+        return parse_model(MessageData, self.data, what="data payload for event type 'message'")
+
+    def function_call_output(self) -> FunctionCallOutputData:
+        out = parse_model(
+            FunctionCallOutputData, self.data, what="data payload for event type 'function_call_output'"
+        )
+        if len(out.output) > MAX_OUTPUT_CHARS:
+            raise PayloadTooLargeError(
+                f"function_call_output.output is {len(out.output)} chars; the limit is {MAX_OUTPUT_CHARS}"
+            )
+        return out
+
+
+class ListQuery(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    limit: int = Field(default=20, ge=1, le=1000)
+    after: str | None = None
+    order: Literal["asc", "desc"] = "desc"
+    agent_name: str | None = None
+    agent_id: str | None = None

@@ -1,0 +1,37 @@
+"""Wiring in one place: boto3 clients and the store, built lazily once per container.
+
+boto3 is imported inside the builders so that modules which only need models
+(and tests) do not pay for it at import time.
+"""
+
+from __future__ import annotations
+
+from functools import cache, lru_cache
+from typing import TYPE_CHECKING, Any
+
+from skyloop.settings import get_settings
+
+if TYPE_CHECKING:
+    from skyloop.store import DynamoStore
+
+
+@cache
+def client(service: str) -> Any:
+    import boto3  # deferred: ~0.4 s of cold start only where a client is really needed
+
+    return boto3.session.Session().client(service)
+
+
+@lru_cache(maxsize=1)
+def store() -> DynamoStore:
+    from skyloop.store import DynamoStore
+
+    settings = get_settings()
+    return DynamoStore(settings.table_name, client("dynamodb"), event_ttl_s=settings.event_ttl_s)
+
+
+def reset() -> None:
+    """Forget cached clients (tests switch environments between cases)."""
+    client.cache_clear()
+    store.cache_clear()
+    get_settings.cache_clear()

@@ -1,0 +1,99 @@
+"""One error family for the whole service.
+
+Each subclass maps one-to-one onto an omnigent error code and HTTP status, so
+the API renders every failure as ``{"error": {"code", "message"}}`` from a
+single exception handler.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class SkyloopError(Exception):
+    """Root of every error skyloop raises on purpose."""
+
+    code: ClassVar[str] = "internal_error"
+    status: ClassVar[int] = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def to_body(self) -> dict[str, dict[str, str]]:
+        return {"error": {"code": self.code, "message": self.message}}
+
+
+class InvalidInputError(SkyloopError):
+    """The request is malformed or names something it may not; nothing was written."""
+
+    code = "invalid_input"
+    status = 400
+
+
+class UnauthorizedError(SkyloopError):
+    """No valid bearer token came with the request."""
+
+    code = "unauthorized"
+    status = 401
+
+
+class ForbiddenError(SkyloopError):
+    """The caller is known but may not do this."""
+
+    code = "forbidden"
+    status = 403
+
+
+class NotFoundError(SkyloopError):
+    """The addressed session, agent, item or call does not exist."""
+
+    code = "not_found"
+    status = 404
+
+
+class ConflictError(SkyloopError):
+    """A conditional write lost a race or contradicts what is stored."""
+
+    code = "conflict"
+    status = 409
+
+
+class PayloadTooLargeError(SkyloopError):
+    """The body or an uploaded bundle exceeds a documented limit."""
+
+    code = "payload_too_large"
+    status = 413
+
+
+class UnsupportedMediaTypeError(SkyloopError):
+    """The Content-Type is not one this route accepts."""
+
+    code = "unsupported_media_type"
+    status = 415
+
+
+class InternalError(SkyloopError):
+    """Something failed that the caller cannot fix."""
+
+    code = "internal_error"
+    status = 500
+
+
+class RunnerUnavailableError(SkyloopError):
+    """The session is bound to no runner, or its runner cannot start turns."""
+
+    code = "runner_unavailable"
+    status = 503
+
+
+class ModelCallError(SkyloopError):
+    """The model endpoint failed in a way retries did not fix; ends the turn."""
+
+    code = "model_error"
+    status = 502
+
+    def __init__(self, message: str, *, code: str = "model_error", retryable: bool = False) -> None:
+        super().__init__(message)
+        self.error_code = code
+        self.retryable = retryable

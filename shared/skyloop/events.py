@@ -1,0 +1,138 @@
+"""Builders for the stream's event payloads (omnigent's ``ServerStreamEvent`` shapes).
+
+The stored payload never carries ``sequence_number``; the stream adds the
+event's seq when it frames it, so replayed and live frames are identical.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+SESSION_STATUS = "session.status"
+SESSION_HEARTBEAT = "session.heartbeat"
+SESSION_INPUT_CONSUMED = "session.input.consumed"
+SESSION_INTERRUPTED = "session.interrupted"
+RESPONSE_IN_PROGRESS = "response.in_progress"
+RESPONSE_TEXT_DELTA = "response.output_text.delta"
+RESPONSE_ITEM_DONE = "response.output_item.done"
+RESPONSE_COMPLETED = "response.completed"
+RESPONSE_FAILED = "response.failed"
+RESPONSE_CANCELLED = "response.cancelled"
+TERMINAL_TYPES = frozenset({RESPONSE_COMPLETED, RESPONSE_FAILED, RESPONSE_CANCELLED, "response.incomplete"})
+
+
+def server_time() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def heartbeat() -> dict[str, Any]:
+    return {"type": SESSION_HEARTBEAT, "sequence_number": None, "server_time": server_time()}
+
+
+def session_status(
+    session_id: str, status: str, *, response_id: str | None = None, error: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    return {
+        "conversation_id": session_id,
+        "status": status,
+        "response_id": response_id,
+        "error": error,
+        "background_task_count": None,
+        "blocked_on": None,
+    }
+
+
+def input_consumed(item_id: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "data": {
+            "item_id": item_id,
+            "type": "message",
+            "data": {"role": data.get("role"), "content": data.get("content"), "agent": None},
+            "created_by": None,
+            "cleared_pending_id": None,
+        }
+    }
+
+
+def response_object(
+    response_id: str,
+    *,
+    status: str,
+    model: str,
+    created_at: int | None = None,
+    error: dict[str, Any] | None = None,
+    usage: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    return {
+        "id": response_id,
+        "object": "response",
+        "status": status,
+        "model": model,
+        "created_at": created_at or int(time.time()),
+        "completed_at": int(time.time()) if status in ("completed", "failed", "cancelled") else None,
+        "output": [],
+        "background": False,
+        "store": True,
+        "usage": usage,
+        "previous_response_id": None,
+        "conversation": None,
+        "instructions": None,
+        "reasoning": None,
+        "error": error,
+        "incomplete_details": None,
+    }
+
+
+def response_event(response: dict[str, Any]) -> dict[str, Any]:
+    return {"response": response}
+
+
+def text_delta(delta: str, *, response_id: str, item_id: str | None = None) -> dict[str, Any]:
+    return {"delta": delta, "message_id": item_id, "index": None, "final": None, "response_id": response_id}
+
+
+def item_done(item: dict[str, Any]) -> dict[str, Any]:
+    return {"item": item}
+
+
+def function_call_item(
+    *, item_id: str, call_id: str, name: str, arguments: str, status: str, agent: str, response_id: str
+) -> dict[str, Any]:
+    return {
+        "id": item_id,
+        "type": "function_call",
+        "status": status,
+        "name": name,
+        "arguments": arguments,
+        "call_id": call_id,
+        "agent": agent,
+        "response_id": response_id,
+    }
+
+
+def function_call_output_item(*, item_id: str, call_id: str, output: str, response_id: str) -> dict[str, Any]:
+    return {
+        "id": item_id,
+        "type": "function_call_output",
+        "call_id": call_id,
+        "output": output,
+        "status": "completed",
+        "response_id": response_id,
+    }
+
+
+def assistant_message_item(
+    *, item_id: str, text: str, model: str, response_id: str, created_at: int | None = None
+) -> dict[str, Any]:
+    return {
+        "id": item_id,
+        "response_id": response_id,
+        "type": "message",
+        "status": "completed",
+        "created_at": created_at or int(time.time()),
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text}],
+        "model": model,
+    }

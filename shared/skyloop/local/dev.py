@@ -1,0 +1,140 @@
+"""``skyloop dev``: the whole stack in one process on moto.
+
+moto runs as a threaded server on a private port (Step Functions' executor
+and the handlers' boto3 clients reach it through ``MOTO_PORT`` and
+``AWS_ENDPOINT_URL``); Lambda invocations run the real handlers in-process;
+the gateway serves the API and the stream on the public port.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+REGION = "us-east-1"
+TABLE_NAME = "skyloop-local"
+OFFLINE_MODEL = "skyloop-offline"
+EXAMPLE_AGENT = "coder"
+EXAMPLE_PROMPT = (
+    "You are a careful coding assistant. The user's machine runs your tools: use Glob, Grep and Read to "
+    "look at files before answering, Edit or Write to change them, and Bash to run commands. Keep answers short."
+)
+OFFLINE_TEXT = (
+    "Hello from skyloop's built-in offline model. Your message went through the whole stack: the API "
+    "function, a Step Functions turn, the model step and this SSE stream. Set OPENAI_API_KEY and restart "
+    "`make run` to talk to a real model."
+)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class DevStack:
+    url: str
+    moto_url: str
+    runner_id: str
+    state_machine_arn: str
+    example_agent_id: str | None
+    app: Any
+
+
+def configure_environment(moto_port: int) -> None:
+    """Point every boto3 client in this process (handlers included) at the local moto server."""
+    os.environ["MOTO_PORT"] = str(moto_port)  # moto's Step Functions executor calls Lambda here
+    os.environ["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{moto_port}"
+    os.environ["AWS_DEFAULT_REGION"] = REGION
+    os.environ["AWS_REGION"] = REGION
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
+    os.environ["AWS_ACCOUNT_ID_ENDPOINT_MODE"] = "disabled"
+    os.environ["SKYLOOP_TABLE_NAME"] = TABLE_NAME
+    os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "skyloop")
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
+
+
+def start(host: str, port: int, *, moto_port: int | None = None, example_agent: bool = True) -> DevStack:
+    moto_port = moto_port or free_port()
+    configure_environment(moto_port)
+
+    from moto.core.config import default_user_config
+    from moto.server import ThreadedMotoServer
+
+    from skyloop import deps, mockllm
+    from skyloop.local import lambda_hook
+    from skyloop.local.gateway import create_gateway
+    from skyloop.local.resources import bootstrap
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    default_user_config["stepfunctions"]["execute_state_machine"] = True
+    default_user_config["lambda"]["use_docker"] = False
+    lambda_hook.install()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
+    server.start()
+
+    deps.reset()
+    resources = bootstrap(deps.client, table_name=TABLE_NAME, environment={"SKYLOOP_TABLE_NAME": TABLE_NAME})
+    os.environ["SKYLOOP_STATE_MACHINE_ARN"] = resources.state_machine_arn
+    deps.reset()
+
+    url = f"http://{host}:{port}"
+    mock_app = mockllm.create_app()
+    agent_id = _register_example(url, mock_app) if example_agent else None
+    app = create_gateway(deps.client("lambda"), mock_app=mock_app)
+    return DevStack(
+        url=url,
+        moto_url=f"http://127.0.0.1:{moto_port}",
+        runner_id=deps.get_settings().default_runner_id,
+        state_machine_arn=resources.state_machine_arn,
+        example_agent_id=agent_id,
+        app=app,
+    )
+
+
+def _register_example(url: str, mock_app: Any) -> str:
+    """Register ``coder``: OpenAI when OPENAI_API_KEY is set, else the embedded scripted model."""
+    from skyloop import deps, sessions
+    from skyloop.models.agent import AgentSpec
+
+    if os.environ.get("OPENAI_API_KEY"):
+        executor: dict[str, Any] = {
+            "harness": "openai-agents",
+            "model": os.environ.get("SKYLOOP_EXAMPLE_MODEL", "gpt-4.1-mini"),
+        }
+        if os.environ.get("OPENAI_BASE_URL"):
+            executor["auth"] = {"type": "api_key", "base_url": os.environ["OPENAI_BASE_URL"]}
+    else:
+        executor = {
+            "harness": "openai-agents",
+            "model": OFFLINE_MODEL,
+            "auth": {"type": "api_key", "api_key": "offline", "base_url": f"{url}/_mock/v1"},
+        }
+        mock_app.state.mock.set_fallback(key=OFFLINE_MODEL, text=OFFLINE_TEXT, stream=True)
+    spec = AgentSpec.model_validate({"name": EXAMPLE_AGENT, "prompt": EXAMPLE_PROMPT, "executor": executor})
+    store = deps.store()
+    agent = sessions.register_agent(store, spec)
+    runners = sessions.Runners(deps.get_settings().default_runner_id)
+    sessions.create_session(store, agent, runners, title="example session")
+    return agent.id
+
+
+def serve(host: str = "127.0.0.1", port: int = 8080) -> None:
+    import uvicorn
+
+    stack = start(host, port)
+    model = "OpenAI" if os.environ.get("OPENAI_API_KEY") else "the offline scripted model"
+    print(f"skyloop dev: serving {stack.url}", flush=True)
+    print(f"  runner id:      {stack.runner_id}", flush=True)
+    print(f"  example agent:  {EXAMPLE_AGENT} ({stack.example_agent_id}), answering with {model}", flush=True)
+    print(f"  moto endpoint:  {stack.moto_url}", flush=True)
+    sys.stdout.flush()
+    uvicorn.run(stack.app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=1)

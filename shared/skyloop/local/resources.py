@@ -1,0 +1,64 @@
+"""Create the stack's resources on moto from the same manifest, schema and ASL the cloud uses."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel
+
+from skyloop import manifest
+from skyloop.local.lambda_hook import FUNCTION_PREFIX
+from skyloop.store.schema import create_table_kwargs
+
+STATE_MACHINE_NAME = "skyloop-turn"
+_EMPTY_ZIP = b"PK\x05\x06" + b"\x00" * 18  # moto stores code but the hook runs the handler files
+
+
+class LocalResources(BaseModel):
+    table_name: str
+    state_machine_arn: str
+    function_arns: dict[str, str]
+
+
+def bootstrap(clients: Any, *, table_name: str, environment: dict[str, str]) -> LocalResources:
+    """``clients(service)`` returns a boto3 client bound to moto."""
+    iam = clients("iam")
+    role = iam.create_role(
+        RoleName="skyloop-local",
+        AssumeRolePolicyDocument=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Effect": "Allow",
+                        "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
+                        "Action": "sts:AssumeRole",
+                    }
+                ],
+            }
+        ),
+    )["Role"]["Arn"]
+    clients("dynamodb").create_table(**create_table_kwargs(table_name))
+    lam = clients("lambda")
+    arns: dict[str, str] = {}
+    for fn in manifest.FUNCTIONS:
+        if fn.streaming:
+            continue  # moto cannot serve function URLs; the local gateway mounts the ASGI app
+        arns[fn.name] = lam.create_function(
+            FunctionName=FUNCTION_PREFIX + fn.name,
+            Runtime="python3.12",
+            Role=role,
+            Handler=fn.handler,
+            Code={"ZipFile": _EMPTY_ZIP},
+            Timeout=fn.timeout_s,
+            MemorySize=fn.memory_mb,
+            Environment={"Variables": environment},
+        )["FunctionArn"]
+    machine = clients("stepfunctions").create_state_machine(
+        name=STATE_MACHINE_NAME,
+        definition=manifest.render_asl(arns),
+        roleArn=role,
+        type="STANDARD",
+    )["stateMachineArn"]
+    return LocalResources(table_name=table_name, state_machine_arn=machine, function_arns=arns)

@@ -1,0 +1,100 @@
+"""The one list of Lambda functions: read by the CDK stack and by the local stack.
+
+Each entry's code lives in ``functions/<name>/`` with a ``handler.py``; the
+state machine refers to step functions through ``${<Logical>FunctionArn}``
+substitutions named by ``asl_key``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+FUNCTIONS_DIR = PROJECT_ROOT / "functions"
+ASL_PATH = PROJECT_ROOT / "infra" / "turn.asl.json"
+
+
+class FunctionSpec(BaseModel):
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    handler: str = "handler.handler"
+    memory_mb: int = Field(ge=128, le=10240)
+    timeout_s: int = Field(ge=1, le=900)
+    description: str
+    asl_key: str | None = None  # the ${...FunctionArn} placeholder in the ASL file
+    streaming: bool = False  # served through the Lambda Web Adapter on a function URL
+
+    @property
+    def code_dir(self) -> Path:
+        return FUNCTIONS_DIR / self.name
+
+    @property
+    def handler_file(self) -> Path:
+        if self.handler.endswith(".sh"):
+            return self.code_dir / self.handler
+        module = self.handler.rsplit(".", 1)[0]
+        return self.code_dir / f"{module.replace('.', '/')}.py"
+
+
+FUNCTIONS: tuple[FunctionSpec, ...] = (
+    FunctionSpec(name="api", memory_mb=512, timeout_s=29, description="REST API (HTTP API payload v2)"),
+    FunctionSpec(
+        name="stream",
+        handler="run.sh",
+        memory_mb=256,
+        timeout_s=900,
+        streaming=True,
+        description="SSE stream of a session's events (Lambda Web Adapter, RESPONSE_STREAM)",
+    ),
+    FunctionSpec(
+        name="prepare_turn",
+        memory_mb=256,
+        timeout_s=30,
+        asl_key="PrepareTurn",
+        description="Turn step: start",
+    ),
+    FunctionSpec(
+        name="call_model",
+        memory_mb=512,
+        timeout_s=900,
+        asl_key="CallModel",
+        description="Turn step: one streamed model call",
+    ),
+    FunctionSpec(
+        name="await_client",
+        memory_mb=256,
+        timeout_s=30,
+        asl_key="AwaitClient",
+        description="Turn step: park on client-side tool calls (waitForTaskToken)",
+    ),
+    FunctionSpec(
+        name="finish_turn",
+        memory_mb=256,
+        timeout_s=30,
+        asl_key="FinishTurn",
+        description="Turn step: complete",
+    ),
+    FunctionSpec(
+        name="fail_turn", memory_mb=256, timeout_s=30, asl_key="FailTurn", description="Turn step: fail"
+    ),
+)
+
+
+def by_name(name: str) -> FunctionSpec:
+    for spec in FUNCTIONS:
+        if spec.name == name:
+            return spec
+    raise KeyError(name)
+
+
+def asl_substitutions(arn_of: dict[str, str]) -> dict[str, str]:
+    """``{"CallModelFunctionArn": arn, ...}`` for the ASL placeholders, from function name -> ARN."""
+    return {f"{f.asl_key}FunctionArn": arn_of[f.name] for f in FUNCTIONS if f.asl_key}
+
+
+def render_asl(arn_of: dict[str, str]) -> str:
+    text = ASL_PATH.read_text()
+    for key, value in asl_substitutions(arn_of).items():
+        text = text.replace("${" + key + "}", value)
+    return text

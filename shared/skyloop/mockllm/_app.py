@@ -1,0 +1,181 @@
+"""Starlette routes for the mock LLM: the control API and the OpenAI-compatible model routes.
+
+Paths are relative so the app can be mounted under a prefix in another app.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
+
+from skyloop.mockllm import _sse
+from skyloop.mockllm._state import ConfigureBody, MockState, QueuedResponse, SetFallbackBody
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterable
+
+    from starlette.requests import Request
+
+# Pause between word deltas of a ``stream: true`` entry, so clients really see it stream.
+WORD_DELAY_S = 0.01
+
+_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+BodyT = TypeVar("BodyT", bound=BaseModel)
+
+
+class _BadRequest(Exception):
+    """A control body that does not parse or validate; rendered as an OpenAI-style 400."""
+
+
+def _invalid(message: str) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": "invalid_request_error"}}, status_code=400)
+
+
+async def _control_body(request: Request, model: type[BodyT]) -> BodyT:
+    raw = await request.body()
+    try:
+        data = json.loads(raw) if raw.strip() else {}
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise _BadRequest(f"body is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise _BadRequest("body must be a JSON object")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise _BadRequest(str(exc)) from exc
+
+
+async def _model_body(request: Request) -> Any:
+    """Non-JSON bodies are still captured, as ``{"raw": text}``, so tests can see them."""
+    raw = await request.body()
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return {"raw": text}
+
+
+def _request_model(body: Any) -> str:
+    model = body.get("model") if isinstance(body, dict) else None
+    return model if isinstance(model, str) and model else _sse.DEFAULT_MODEL
+
+
+def _wants_stream(body: Any) -> bool:
+    return isinstance(body, dict) and bool(body.get("stream"))
+
+
+def create_app(state: MockState | None = None) -> Starlette:
+    """Build the app around ``state`` (a fresh one by default); ``app.state.mock`` exposes it."""
+    mock = state if state is not None else MockState()
+
+    async def draw(request: Request) -> tuple[Any, QueuedResponse, JSONResponse | None]:
+        """Capture, route and pick an entry; answer errors; hold blocking entries at their gate."""
+        body = await _model_body(request)
+        entry = mock.record_and_next(body)
+        if entry.error is not None:
+            return body, entry, JSONResponse(_sse.error_body(entry.error), status_code=entry.status_code)
+        if entry.block:
+            gate = mock.open_gate()
+            try:
+                await gate.wait()
+            except asyncio.CancelledError:
+                mock.abandon_gate(gate)
+                raise
+        return body, entry, None
+
+    async def responses(request: Request) -> JSONResponse | StreamingResponse:
+        body, entry, error = await draw(request)
+        if error is not None:
+            return error
+        model = _request_model(body)
+        if not _wants_stream(body):
+            return JSONResponse(_sse.response_json(entry, model))
+        events = _sse.response_events(entry, model)
+        return StreamingResponse(
+            _paced(events, entry.stream), media_type="text/event-stream", headers=_SSE_HEADERS
+        )
+
+    async def chat_completions(request: Request) -> JSONResponse | StreamingResponse:
+        body, entry, error = await draw(request)
+        if error is not None:
+            return error
+        model = _request_model(body)
+        if not _wants_stream(body):
+            return JSONResponse(_sse.chat_completion_json(entry, model))
+        return StreamingResponse(
+            _iterate(_sse.chat_completion_chunks(entry, model)),
+            media_type="text/event-stream",
+            headers=_SSE_HEADERS,
+        )
+
+    async def list_models(request: Request) -> JSONResponse:
+        return JSONResponse({"object": "list", "data": []})
+
+    async def configure(request: Request) -> JSONResponse:
+        try:
+            parsed = await _control_body(request, ConfigureBody)
+        except _BadRequest as exc:
+            return _invalid(str(exc))
+        count = mock.configure(parsed.key, parsed.responses, parsed.match)
+        return JSONResponse({"configured": True, "key": parsed.key, "count": count})
+
+    async def set_fallback(request: Request) -> JSONResponse:
+        try:
+            parsed = await _control_body(request, SetFallbackBody)
+        except _BadRequest as exc:
+            return _invalid(str(exc))
+        mock.set_fallback(parsed.key, parsed.text, parsed.stream)
+        return JSONResponse({"fallback_set": True, "key": parsed.key})
+
+    async def reset(request: Request) -> JSONResponse:
+        mock.reset()
+        return JSONResponse({"reset": True})
+
+    async def captured(request: Request) -> JSONResponse:
+        return JSONResponse({"requests": mock.requests(request.query_params.get("key"))})
+
+    async def gate_release(request: Request) -> JSONResponse:
+        return JSONResponse({"released": mock.release_gate()})
+
+    async def gate_pending(request: Request) -> JSONResponse:
+        return JSONResponse({"pending": mock.has_pending_gate()})
+
+    async def stats(request: Request) -> JSONResponse:
+        return JSONResponse({"request_count": mock.request_count})
+
+    app = Starlette(
+        routes=[
+            Route("/v1/responses", responses, methods=["POST"]),
+            Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+            Route("/v1/models", list_models, methods=["GET"]),
+            Route("/mock/configure", configure, methods=["POST"]),
+            Route("/mock/set_fallback", set_fallback, methods=["POST"]),
+            Route("/mock/reset", reset, methods=["POST"]),
+            Route("/mock/requests", captured, methods=["GET"]),
+            Route("/gate/release", gate_release, methods=["POST"]),
+            Route("/gate/pending", gate_pending, methods=["GET"]),
+            Route("/stats", stats, methods=["GET"]),
+        ]
+    )
+    app.state.mock = mock
+    return app
+
+
+async def _paced(events: Iterable[dict[str, Any]], word_by_word: bool) -> AsyncIterator[str]:
+    """Each event is its own chunk; word deltas get a short pause so the stream is observable."""
+    for event in events:
+        yield _sse.sse_frame(event)
+        if word_by_word and event["type"] == "response.output_text.delta":
+            await asyncio.sleep(WORD_DELAY_S)
+
+
+async def _iterate(chunks: Iterable[str]) -> AsyncIterator[str]:
+    for chunk in chunks:
+        yield chunk

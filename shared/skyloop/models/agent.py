@@ -1,0 +1,101 @@
+"""Agent specs: what a bundle's YAML or a ``POST /v1/agents`` body declares.
+
+Secrets (``executor.auth.api_key``) are ``SecretStr`` so they never leak
+through ``repr``, logs or ``model_dump``; only the model-calling step reads
+them with ``get_secret_value()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+SUPPORTED_HARNESSES = ("openai-agents",)
+AGENT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+
+
+class AgentAuth(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["api_key"] = "api_key"
+    api_key: SecretStr | None = None
+    base_url: str | None = Field(default=None, max_length=2048)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("base_url must be an http(s) URL")
+        return value
+
+
+class AgentExecutor(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    harness: str = "openai-agents"
+    model: str = Field(min_length=1, max_length=256)
+    profile: str | None = ""
+    auth: AgentAuth | None = None
+
+    @field_validator("harness")
+    @classmethod
+    def _known_harness(cls, value: str) -> str:
+        if value not in SUPPORTED_HARNESSES:
+            raise ValueError(
+                f"harness {value!r} is not supported (supported: {', '.join(SUPPORTED_HARNESSES)})"
+            )
+        return value
+
+
+class AgentLimits(BaseModel):
+    """Per-agent guards; the defaults are the documented service defaults."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    client_tool_timeout_s: int = Field(default=3600, ge=1, le=7 * 24 * 3600)
+    max_iterations: int = Field(default=50, ge=1, le=1000)
+
+
+class AgentSpec(BaseModel):
+    """A validated agent definition; unknown top-level keys are kept as-is."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(pattern=AGENT_NAME_PATTERN)
+    prompt: str = Field(default="", max_length=200_000)
+    description: str | None = None
+    executor: AgentExecutor
+    tools: Any = None
+    limits: AgentLimits = Field(default_factory=AgentLimits)
+
+    def public_dict(self) -> dict[str, Any]:
+        """The spec without secrets, for API responses."""
+        data = self.model_dump(mode="json", exclude={"executor": {"auth": {"api_key"}}})
+        return data
+
+
+class Agent(BaseModel):
+    """A stored agent version: every upload of a name creates a new one."""
+
+    id: str
+    name: str
+    created_at: int
+    spec: AgentSpec
+
+    def to_api(self) -> dict[str, Any]:
+        spec = self.spec
+        return {
+            "id": self.id,
+            "object": "agent",
+            "name": self.name,
+            "description": spec.description,
+            "created_at": self.created_at,
+            "updated_at": self.created_at,
+            "harness": spec.executor.harness,
+            "model": spec.executor.model,
+            "prompt": spec.prompt,
+            "tools": spec.tools,
+            "limits": spec.limits.model_dump(),
+            "base_url": spec.executor.auth.base_url if spec.executor.auth else None,
+        }

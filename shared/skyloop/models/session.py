@@ -1,0 +1,118 @@
+"""Sessions, conversation items and the turn/call records behind a parked turn."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SessionStatus = Literal["idle", "running", "failed"]
+ItemType = Literal["message", "function_call", "function_call_output"]
+
+
+class TaskError(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    code: str
+    message: str
+
+
+class Session(BaseModel):
+    """The session row; ``last_seq`` is the stream cursor every write advances."""
+
+    id: str
+    agent_id: str
+    agent_name: str
+    status: SessionStatus = "idle"
+    created_at: int
+    updated_at: int
+    title: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    runner_id: str | None = None
+    archived: bool = False
+    active_response_id: str | None = None
+    last_task_error: TaskError | None = None
+    last_seq: int = 0
+    input_seq: int = 0
+
+
+class ConversationItem(BaseModel):
+    """A persisted item; ``position`` orders items and equals the seq that published it."""
+
+    id: str
+    type: ItemType
+    status: Literal["completed"] = "completed"
+    response_id: str | None = None
+    created_at: int
+    data: dict[str, Any]
+    position: int = 0
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": self.type,
+            "status": self.status,
+            "response_id": self.response_id,
+            "created_at": self.created_at,
+            "data": self.data,
+        }
+
+    def to_flat(self) -> dict[str, Any]:
+        flat: dict[str, Any] = {
+            "id": self.id,
+            "response_id": self.response_id,
+            "type": self.type,
+            "status": self.status,
+            "created_at": self.created_at,
+        }
+        flat.update({k: v for k, v in self.data.items() if v is not None})
+        return flat
+
+
+class ClientTool(BaseModel):
+    """A client-side function tool, stored in the flat Responses-API form."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,256}$")
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+    def to_responses_tool(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "name": self.name,
+            "description": self.description or "",
+            "parameters": self.parameters or {"type": "object", "properties": {}},
+            "strict": False,
+        }
+
+
+class Turn(BaseModel):
+    """One turn (= one Step Functions execution), keyed by its response id."""
+
+    session_id: str
+    response_id: str
+    agent_id: str
+    created_at: int
+    tools: list[ClientTool] = Field(default_factory=list)
+    task_token: str | None = None
+    await_iteration: int | None = None
+    unanswered: int = 0
+    resumed_iteration: int | None = None
+    consumed_seq: int = 0
+
+
+class PendingCall(BaseModel):
+    """A client-side call the turn is parked on; ``output`` is set exactly once."""
+
+    session_id: str
+    response_id: str
+    call_id: str
+    iteration: int
+    index: int
+    name: str
+    arguments: str
+    item_id: str
+    output: str | None = None
+    answered_at: int | None = None

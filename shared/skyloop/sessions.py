@@ -1,0 +1,150 @@
+"""Session and agent operations behind the REST routes (everything but turns)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from skyloop.errors import InvalidInputError, NotFoundError
+from skyloop.ids import is_hex32, new_id
+from skyloop.models.agent import Agent, AgentSpec
+from skyloop.models.session import Session
+
+if TYPE_CHECKING:
+    from skyloop.store import DynamoStore
+
+SNAPSHOT_ITEMS = 100
+
+
+class Runners:
+    """The runners of this deployment: one Step Functions turn machine, always online."""
+
+    def __init__(self, default_runner_id: str, *, online: bool = True) -> None:
+        self.default_runner_id = default_runner_id
+        self.online = online
+
+    def is_registered(self, runner_id: str) -> bool:
+        return runner_id == self.default_runner_id
+
+    def is_online(self, runner_id: str | None) -> bool:
+        return bool(runner_id) and self.is_registered(runner_id or "") and self.online
+
+    def list(self) -> dict[str, Any]:
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "runner_id": self.default_runner_id,
+                    "online": self.online,
+                    "kind": "stepfunctions",
+                    "harnesses": ["openai-agents"],
+                }
+            ],
+        }
+
+
+def register_agent(store: DynamoStore, spec: AgentSpec) -> Agent:
+    """Store a new agent version; re-using a name makes a newer version, found first by name."""
+    agent = Agent(id=new_id(), name=spec.name, created_at=int(time.time()), spec=spec)
+    store.put_agent(agent)
+    return agent
+
+
+def get_agent(store: DynamoStore, agent_id: str) -> Agent:
+    if not is_hex32(agent_id):
+        raise NotFoundError(f"Agent not found: '{agent_id}'")
+    return store.get_agent(agent_id)
+
+
+def get_session(store: DynamoStore, session_id: str) -> Session:
+    if not is_hex32(session_id):
+        raise NotFoundError(f"Session not found: '{session_id}'")
+    return store.get_session(session_id)
+
+
+def create_session(
+    store: DynamoStore,
+    agent: Agent,
+    runners: Runners,
+    *,
+    title: str | None = None,
+    labels: dict[str, str] | None = None,
+) -> Session:
+    now = int(time.time())
+    session = Session(
+        id=new_id(),
+        agent_id=agent.id,
+        agent_name=agent.name,
+        created_at=now,
+        updated_at=now,
+        title=title,
+        labels=labels or {},
+        runner_id=runners.default_runner_id,
+    )
+    store.create_session(session)
+    return session
+
+
+def snapshot(
+    store: DynamoStore, session: Session, runners: Runners, *, include_items: bool = True
+) -> dict[str, Any]:
+    """The session with its newest items, consistent with ``last_event_id``.
+
+    Items are read after the session row and filtered to positions at or
+    below its ``last_seq``, so "snapshot, then stream after last_event_id"
+    neither misses nor repeats anything.
+    """
+    items: list[dict[str, Any]] = []
+    if include_items:
+        stored = store.list_items(session.id, through_seq=session.last_seq)
+        items = [i.to_api() for i in stored[-SNAPSHOT_ITEMS:]]
+    return {
+        "id": session.id,
+        "object": "session",
+        "agent_id": session.agent_id,
+        "agent_name": session.agent_name,
+        "status": session.status,
+        "created_at": session.created_at,
+        "updated_at": session.updated_at,
+        "title": session.title,
+        "labels": session.labels,
+        "runner_id": session.runner_id,
+        "runner_online": runners.is_online(session.runner_id),
+        "archived": session.archived,
+        "items": items,
+        "last_task_error": session.last_task_error.model_dump() if session.last_task_error else None,
+        "active_response_id": session.active_response_id,
+        "last_event_id": session.last_seq,
+    }
+
+
+def list_item(session: Session) -> dict[str, Any]:
+    return {
+        "id": session.id,
+        "agent_id": session.agent_id,
+        "agent_name": session.agent_name,
+        "status": session.status,
+        "created_at": session.created_at,
+        "updated_at": session.updated_at,
+        "title": session.title,
+        "labels": session.labels,
+        "runner_id": session.runner_id,
+        "archived": session.archived,
+    }
+
+
+def update_session(
+    store: DynamoStore, session: Session, runners: Runners, changes: dict[str, Any]
+) -> Session:
+    updates: dict[str, Any] = {}
+    if "runner_id" in changes:
+        runner_id = (changes["runner_id"] or "").strip()
+        if runner_id and not runners.is_registered(runner_id):
+            raise InvalidInputError(f"runner '{runner_id}' is not registered")
+        updates["runner_id"] = runner_id or None
+    for key in ("title", "labels", "archived"):
+        if key in changes and changes[key] is not None:
+            updates[key] = changes[key]
+    if not updates:
+        return session
+    return store.update_session(session.id, updates)

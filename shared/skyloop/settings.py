@@ -1,0 +1,31 @@
+"""Environment settings, validated once per cold start."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+from pydantic import BaseModel, Field
+
+
+class Settings(BaseModel):
+    """What every function reads from its environment (identical across functions)."""
+
+    table_name: str = Field(default="skyloop", alias="SKYLOOP_TABLE_NAME")
+    state_machine_arn: str | None = Field(default=None, alias="SKYLOOP_STATE_MACHINE_ARN")
+    default_runner_id: str = Field(default="default", alias="SKYLOOP_DEFAULT_RUNNER_ID")
+    event_ttl_s: int = Field(default=24 * 3600, ge=60, alias="SKYLOOP_EVENT_TTL_S")
+    stream_max_s: float = Field(default=14 * 60, gt=0, alias="SKYLOOP_STREAM_MAX_S")
+    heartbeat_s: float = Field(default=15.0, gt=0, alias="SKYLOOP_HEARTBEAT_S")
+    poll_busy_s: float = Field(default=0.25, gt=0, alias="SKYLOOP_POLL_BUSY_S")
+    poll_idle_s: float = Field(default=2.0, gt=0, alias="SKYLOOP_POLL_IDLE_S")
+    model_timeout_s: float = Field(default=600.0, gt=0, alias="SKYLOOP_MODEL_TIMEOUT_S")
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        return cls.model_validate({k: v for k, v in os.environ.items() if k.startswith("SKYLOOP_")})
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings.from_env()

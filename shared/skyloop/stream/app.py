@@ -1,0 +1,154 @@
+"""The SSE stream: an ASGI app that tails a session's event log.
+
+It runs under the AWS Lambda Web Adapter in the cloud (function URL in
+RESPONSE_STREAM mode) and inside ``skyloop dev`` locally. The first frame, a
+``session.heartbeat``, is sent before anything is read, so a client can post
+its message as soon as it sees it. Stored events carry ``id: <seq>``; a
+reconnect with ``Last-Event-ID`` (or ``?after=N``) replays everything after
+that seq, then continues live. Without a cursor the stream is a live tail
+from the session's current seq. The stream closes itself before Lambda's
+15-minute limit with a ``retry:`` hint so clients reconnect with their cursor.
+
+Reads are polled: fast while a turn runs, slowly when idle, and cut short by
+in-process append notifications where writers share the process (local stack).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
+
+from skyloop import events as ev
+from skyloop.errors import InvalidInputError, NotFoundError, SkyloopError
+from skyloop.ids import is_hex32
+from skyloop.store.notifier import Subscription
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from starlette.requests import Request
+
+    from skyloop.settings import Settings
+    from skyloop.store import DynamoStore, StoredEvent
+
+RETRY_MS = 1000
+
+
+def frame(payload: dict[str, Any], *, seq: int | None = None) -> str:
+    lines = []
+    if seq is not None:
+        lines.append(f"id: {seq}")
+    lines.append(f"event: {payload['type']}")
+    lines.append("data: " + json.dumps(payload, separators=(",", ":"), ensure_ascii=False))
+    return "\n".join(lines) + "\n\n"
+
+
+def event_frame(event: StoredEvent) -> str:
+    payload = {"type": event.type, **event.data, "sequence_number": event.seq}
+    return frame(payload, seq=event.seq)
+
+
+def parse_cursor(last_event_id: str | None, after: str | None) -> int | None:
+    raw = last_event_id if last_event_id not in (None, "") else after
+    if raw in (None, ""):
+        return None
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise InvalidInputError(f"stream cursor must be a non-negative integer, got {raw!r}") from None
+    if value < 0:
+        raise InvalidInputError(f"stream cursor must be a non-negative integer, got {raw!r}")
+    return value
+
+
+class SessionTail:
+    """One reader's position in one session's log, and how often to look again."""
+
+    def __init__(
+        self, store: DynamoStore, settings: Settings, session_id: str, cursor: int, running: bool
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.session_id = session_id
+        self.cursor = cursor
+        self.running = running
+
+    async def read(self) -> list[StoredEvent]:
+        found = await anyio.to_thread.run_sync(self.store.read_events, self.session_id, self.cursor)
+        for e in found:
+            self.cursor = e.seq
+            if e.type == ev.SESSION_STATUS:
+                self.running = e.data.get("status") == "running"
+        return found
+
+    @property
+    def poll_s(self) -> float:
+        return self.settings.poll_busy_s if self.running else self.settings.poll_idle_s
+
+
+async def _frames(tail: SessionTail, request: Request) -> AsyncIterator[str]:
+    settings = tail.settings
+    deadline = time.monotonic() + settings.stream_max_s
+    subscription = Subscription(tail.session_id)
+    try:
+        yield f"retry: {RETRY_MS}\n" + frame(ev.heartbeat())
+        last_frame = time.monotonic()
+        while True:
+            for event in await tail.read():
+                yield event_frame(event)
+                last_frame = time.monotonic()
+            now = time.monotonic()
+            if now >= deadline:
+                yield f"retry: {RETRY_MS}\n\n"  # planned close: reconnect with Last-Event-ID
+                return
+            if now - last_frame >= settings.heartbeat_s:
+                yield frame(ev.heartbeat())
+                last_frame = now
+            wait = min(tail.poll_s, deadline - now, max(0.0, settings.heartbeat_s - (now - last_frame)))
+            await subscription.wait(max(wait, 0.001))
+    finally:
+        subscription.close()
+
+
+async def stream_session(request: Request) -> Any:
+    from skyloop import deps
+    from skyloop.settings import get_settings
+
+    session_id = request.path_params["session_id"]
+    try:
+        cursor = parse_cursor(request.headers.get("last-event-id"), request.query_params.get("after"))
+        if not is_hex32(session_id):
+            raise NotFoundError(f"Session not found: '{session_id}'")
+        store = deps.store()
+        session = await anyio.to_thread.run_sync(store.get_session, session_id)
+    except SkyloopError as exc:
+        return JSONResponse(exc.to_body(), status_code=exc.status)
+    start = session.last_seq if cursor is None else cursor
+    tail = SessionTail(store, get_settings(), session_id, start, session.status == "running")
+    return StreamingResponse(
+        _frames(tail, request),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+async def healthz(_: Request) -> JSONResponse:
+    return JSONResponse({"status": "ok"})
+
+
+def create_app() -> Starlette:
+    return Starlette(
+        routes=[
+            Route("/healthz", healthz),
+            Route("/v1/sessions/{session_id}/stream", stream_session),
+        ]
+    )
+
+
+app = create_app()

@@ -1,0 +1,74 @@
+"""The Step Functions state of a turn: what every step receives and returns."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+NextStep = Literal["call_model", "await_client", "finish", "stop"]
+
+
+class TurnState(BaseModel):
+    """Small on purpose: Step Functions passes it between states (256 KiB cap).
+
+    Conversation content lives in DynamoDB; the state only says where the turn is.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    session_id: str
+    response_id: str
+    iteration: int = 0
+    next: NextStep = "call_model"
+    consumed_seq: int = 0
+    client_tool_timeout_s: int = 3600
+    max_iterations: int = 50
+    error: dict[str, Any] | None = None  # set by the state machine's Catch
+
+
+class TurnError(Exception):
+    """A turn failure with an API error code; its message travels as JSON through Step Functions."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(json.dumps({"code": code, "message": message}))
+        self.code = code
+        self.message = message
+
+
+class StepInput(BaseModel):
+    """The payload of the waitForTaskToken step: the state plus the token."""
+
+    state: TurnState
+    task_token: str = Field(min_length=1)
+
+
+def error_from_catch(error: dict[str, Any] | None) -> tuple[str, str]:
+    """Turn a Step Functions Catch result ``{Error, Cause}`` into ``(code, message)``."""
+    if not error:
+        return "internal_error", "the turn failed"
+    name = str(error.get("Error") or "")
+    cause = error.get("Cause") or ""
+    if name in ("States.Timeout", "States.HeartbeatTimeout"):
+        return "client_tool_timeout", "no output arrived for a client-side tool call before its deadline"
+    try:
+        detail = json.loads(cause)
+    except (TypeError, ValueError):
+        detail = {}
+    message = detail.get("errorMessage") if isinstance(detail, dict) else None
+    if isinstance(message, str):
+        try:
+            inner = json.loads(message)
+        except ValueError:
+            inner = None
+        if isinstance(inner, dict) and "code" in inner:
+            return str(inner["code"]), str(inner.get("message", ""))
+        return _code_for(name), message
+    return _code_for(name), cause or name or "the turn failed"
+
+
+def _code_for(error_name: str) -> str:
+    if error_name.startswith("Lambda.") or error_name.startswith("States."):
+        return "runner_error"
+    return "internal_error"

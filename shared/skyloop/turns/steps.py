@@ -1,0 +1,412 @@
+"""The turn's Step Functions tasks: prepare, call the model, await client tools, finish, fail.
+
+Every step is idempotent: the events and items it writes go through
+dedupe-keyed appends whose keys derive from (turn, iteration, step), and item
+ids derive from the same, so a step retried by Step Functions or invoked twice
+writes nothing new.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from skyloop import events as ev
+from skyloop.errors import ModelCallError, NotFoundError
+from skyloop.ids import derived_id
+from skyloop.models.session import PendingCall
+from skyloop.store import Append, ConditionFailedError, NewItem
+from skyloop.turns.state import TurnError, TurnState, error_from_catch
+
+if TYPE_CHECKING:
+    from skyloop.models.agent import Agent
+    from skyloop.models.session import Session, Turn
+    from skyloop.store import DynamoStore
+
+DELTA_FLUSH_S = 0.05
+DELTA_FLUSH_CHARS = 2048
+
+
+def _is_active(session: Session, state: TurnState) -> bool:
+    return session.active_response_id == state.response_id and session.status == "running"
+
+
+def _agent(store: DynamoStore, turn: Turn) -> Agent:
+    return _AGENTS.get(store, turn.agent_id)
+
+
+class _AgentCache:
+    """Agent versions are immutable, so a warm container keeps them."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, Agent] = {}
+
+    def get(self, store: DynamoStore, agent_id: str) -> Agent:
+        if agent_id not in self._cache:
+            self._cache[agent_id] = store.get_agent(agent_id)
+        return self._cache[agent_id]
+
+
+_AGENTS = _AgentCache()
+
+
+# --------------------------------------------------------------------------- prepare
+def prepare_turn(store: DynamoStore, state: TurnState) -> TurnState:
+    session = store.get_session(state.session_id)
+    if not _is_active(session, state):
+        return state.model_copy(update={"next": "stop"})
+    turn = store.get_turn(state.session_id, state.response_id)
+    agent = _agent(store, turn)
+    batch = Append(state.session_id, dedupe_key=f"{state.response_id}:prepare")
+    batch.event(
+        ev.RESPONSE_IN_PROGRESS,
+        ev.response_event(
+            ev.response_object(
+                state.response_id, status="in_progress", model=agent.name, created_at=turn.created_at
+            )
+        ),
+    )
+    store.append(batch)
+    return state.model_copy(update={"next": "call_model", "iteration": 0})
+
+
+# ------------------------------------------------------------------------ call model
+def call_model_step(store: DynamoStore, state: TurnState, model_caller: Any = None) -> TurnState:
+    """Record answered calls, call the model once, and decide what the turn does next."""
+    session = store.get_session(state.session_id)
+    if not _is_active(session, state):
+        return state.model_copy(update={"next": "stop"})
+    if state.iteration >= state.max_iterations:
+        raise TurnError("max_iterations", f"the turn reached its limit of {state.max_iterations} model calls")
+    turn = store.get_turn(state.session_id, state.response_id)
+    agent = _agent(store, turn)
+    if state.iteration > 0:
+        _record_outputs(store, state, agent, state.iteration - 1)
+        session = store.get_session(state.session_id)
+    items = store.list_items(state.session_id, through_seq=session.last_seq)
+    consumed = max(state.consumed_seq, session.input_seq)
+
+    if model_caller is None:
+        from skyloop.harnesses.openai_responses import call_model as model_caller
+    from skyloop.settings import get_settings
+
+    deltas = _DeltaWriter(store, state)
+    try:
+        result = model_caller(
+            agent.spec, items, turn.tools, deltas.add, timeout_s=get_settings().model_timeout_s
+        )
+    except ModelCallError as exc:
+        deltas.flush()
+        raise TurnError(exc.error_code, exc.message) from exc
+    deltas.flush()
+
+    i = state.iteration
+    batch = Append(state.session_id, dedupe_key=f"{state.response_id}:{i}:result")
+    if result.text:
+        if not deltas.sent_any:
+            batch.event(ev.RESPONSE_TEXT_DELTA, ev.text_delta(result.text, response_id=state.response_id))
+        msg_id = derived_id(state.response_id, i, "message")
+        created = int(time.time())
+        idx = batch.event(
+            ev.RESPONSE_ITEM_DONE,
+            ev.item_done(
+                ev.assistant_message_item(
+                    item_id=msg_id,
+                    text=result.text,
+                    model=agent.name,
+                    response_id=state.response_id,
+                    created_at=created,
+                )
+            ),
+        )
+        batch.items.append(
+            NewItem(
+                id=msg_id,
+                type="message",
+                data={
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": result.text}],
+                    "model": agent.name,
+                },
+                response_id=state.response_id,
+                event_index=idx,
+            )
+        )
+    client_names = {t.name for t in turn.tools}
+    calls: list[PendingCall] = []
+    for n, call in enumerate(result.calls):
+        known = call.name in client_names
+        calls.append(
+            PendingCall(
+                session_id=state.session_id,
+                response_id=state.response_id,
+                call_id=call.call_id,
+                iteration=i,
+                index=n,
+                name=call.name,
+                arguments=call.arguments,
+                item_id=derived_id(state.response_id, i, "call", n),
+                output=None if known else f"Error: tool '{call.name}' is not available in this session",
+                answered_at=None if known else int(time.time()),
+            )
+        )
+    unanswered = sum(1 for c in calls if c.output is None)
+    if calls:
+        batch.extra.extend(store.call_put_ops(calls))
+        batch.extra.append(_turn_update_op(store, state, {"unanswered": unanswered, "await_iteration": i}))
+    if batch.events or batch.extra:
+        store.append(batch)
+
+    if not calls:
+        return state.model_copy(update={"next": "finish", "consumed_seq": consumed})
+    if state.iteration + 1 >= state.max_iterations:
+        raise TurnError("max_iterations", f"the turn reached its limit of {state.max_iterations} model calls")
+    nxt = "await_client" if unanswered else "call_model"
+    return state.model_copy(update={"next": nxt, "iteration": i + 1, "consumed_seq": consumed})
+
+
+def _turn_update_op(store: DynamoStore, state: TurnState, changes: dict[str, Any]) -> dict[str, Any]:
+    from boto3.dynamodb.types import TypeSerializer
+
+    ser = TypeSerializer()
+    return {
+        "Update": {
+            "TableName": store.table,
+            "Key": {"pk": {"S": f"SESSION#{state.session_id}"}, "sk": {"S": f"TURN#{state.response_id}"}},
+            "UpdateExpression": "SET " + ", ".join(f"#k{n} = :v{n}" for n in range(len(changes))),
+            "ExpressionAttributeNames": {f"#k{n}": k for n, k in enumerate(changes)},
+            "ExpressionAttributeValues": {f":v{n}": ser.serialize(v) for n, v in enumerate(changes.values())},
+            "ConditionExpression": "attribute_exists(pk)",
+        }
+    }
+
+
+def _record_outputs(store: DynamoStore, state: TurnState, agent: Agent, iteration: int) -> None:
+    """Publish and persist the completed calls of ``iteration`` with their outputs, in call order."""
+    calls = store.list_calls(state.session_id, state.response_id, iteration=iteration)
+    if not calls:
+        return
+    missing = [c.call_id for c in calls if c.output is None]
+    if missing:
+        raise TurnError("internal_error", f"resumed with unanswered calls: {', '.join(missing)}")
+    batch = Append(state.session_id, dedupe_key=f"{state.response_id}:{iteration}:outputs")
+    for call in calls:
+        idx = batch.event(
+            ev.RESPONSE_ITEM_DONE,
+            ev.item_done(
+                ev.function_call_item(
+                    item_id=call.item_id,
+                    call_id=call.call_id,
+                    name=call.name,
+                    arguments=call.arguments,
+                    status="completed",
+                    agent=agent.name,
+                    response_id=state.response_id,
+                )
+            ),
+        )
+        batch.items.append(
+            NewItem(
+                id=call.item_id,
+                type="function_call",
+                data={
+                    "name": call.name,
+                    "arguments": call.arguments,
+                    "call_id": call.call_id,
+                    "model": agent.name,
+                },
+                response_id=state.response_id,
+                event_index=idx,
+            )
+        )
+        out_id = derived_id(state.response_id, iteration, "output", call.index)
+        idx = batch.event(
+            ev.RESPONSE_ITEM_DONE,
+            ev.item_done(
+                ev.function_call_output_item(
+                    item_id=out_id,
+                    call_id=call.call_id,
+                    output=call.output or "",
+                    response_id=state.response_id,
+                )
+            ),
+        )
+        batch.items.append(
+            NewItem(
+                id=out_id,
+                type="function_call_output",
+                data={"call_id": call.call_id, "output": call.output},
+                response_id=state.response_id,
+                event_index=idx,
+            )
+        )
+    store.append(batch)
+
+
+class _DeltaWriter:
+    """Batches streamed text into appends so viewers see tokens live at a bounded write rate."""
+
+    def __init__(self, store: DynamoStore, state: TurnState) -> None:
+        self.store = store
+        self.state = state
+        self.buffer: list[str] = []
+        self.batches = 0
+        self.last_flush = time.monotonic()
+        self.sent_any = False
+        self._lock = threading.Lock()
+
+    def add(self, delta: str) -> None:
+        if not delta:
+            return
+        with self._lock:
+            self.buffer.append(delta)
+            due = time.monotonic() - self.last_flush >= DELTA_FLUSH_S
+            if due or sum(map(len, self.buffer)) >= DELTA_FLUSH_CHARS:
+                self._flush_locked()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        self.last_flush = time.monotonic()
+        if not self.buffer:
+            return
+        text, self.buffer = "".join(self.buffer), []
+        batch = Append(
+            self.state.session_id,
+            dedupe_key=f"{self.state.response_id}:{self.state.iteration}:delta:{self.batches}",
+        )
+        batch.event(ev.RESPONSE_TEXT_DELTA, ev.text_delta(text, response_id=self.state.response_id))
+        self.batches += 1
+        self.store.append(batch)
+        self.sent_any = True
+
+
+# ---------------------------------------------------------------------- await client
+def await_client(store: DynamoStore, state: TurnState, task_token: str, sfn: Any) -> None:
+    """Park: keep the task token, then publish each unanswered call as ``action_required``.
+
+    The token is stored before any call is published, so no client can answer
+    a call whose turn cannot be resumed yet. If every call is already answered
+    (a retried invocation), the step resumes the turn itself.
+    """
+    session = store.get_session(state.session_id)
+    if not _is_active(session, state):
+        sfn.send_task_success(taskToken=task_token, output=json.dumps({"stopped": True}))
+        return
+    iteration = state.iteration - 1
+    store.update_turn(
+        state.session_id, state.response_id, {"task_token": task_token, "await_iteration": iteration}
+    )
+    turn = store.get_turn(state.session_id, state.response_id)
+    agent = _agent(store, turn)
+    calls = store.list_calls(state.session_id, state.response_id, iteration=iteration)
+    batch = Append(state.session_id, dedupe_key=f"{state.response_id}:{iteration}:await")
+    for call in calls:
+        if call.name not in {t.name for t in turn.tools}:
+            continue
+        batch.event(
+            ev.RESPONSE_ITEM_DONE,
+            ev.item_done(
+                ev.function_call_item(
+                    item_id=call.item_id,
+                    call_id=call.call_id,
+                    name=call.name,
+                    arguments=call.arguments,
+                    status="action_required",
+                    agent=agent.name,
+                    response_id=state.response_id,
+                )
+            ),
+        )
+    store.append(batch)
+    if turn.unanswered == 0:
+        resume_turn(store, state.session_id, state.response_id, iteration, sfn)
+
+
+def resume_turn(store: DynamoStore, session_id: str, response_id: str, iteration: int, sfn: Any) -> bool:
+    """Send SendTaskSuccess exactly once per parked iteration; returns whether this caller sent it."""
+    turn = store.get_turn(session_id, response_id)
+    if turn.unanswered != 0 or not turn.task_token or turn.await_iteration != iteration:
+        return False
+    claimed = store.update_turn(
+        session_id,
+        response_id,
+        {"resumed_iteration": iteration},
+        condition="attribute_not_exists(resumed_iteration) OR resumed_iteration < :i",
+        values={":i": iteration},
+    )
+    if not claimed:
+        return False
+    sfn.send_task_success(taskToken=turn.task_token, output=json.dumps({"resumed_iteration": iteration}))
+    return True
+
+
+# --------------------------------------------------------------------------- finish
+def finish_turn(store: DynamoStore, state: TurnState) -> TurnState:
+    """End the turn unless input arrived that the model has not seen (then continue)."""
+    try:
+        turn = store.get_turn(state.session_id, state.response_id)
+    except NotFoundError:
+        return state.model_copy(update={"next": "stop"})
+    agent = _agent(store, turn)
+    batch = Append(state.session_id, dedupe_key=f"{state.response_id}:finish")
+    batch.event(
+        ev.RESPONSE_COMPLETED,
+        ev.response_event(
+            ev.response_object(
+                state.response_id, status="completed", model=agent.name, created_at=turn.created_at
+            )
+        ),
+    )
+    batch.event(ev.SESSION_STATUS, ev.session_status(state.session_id, "idle", response_id=state.response_id))
+    batch.set_session = {"status": "idle"}
+    batch.remove_session = ["active_response_id"]
+    batch.session_condition = "active_response_id = :r AND input_seq <= :c"
+    batch.condition_values = {":r": state.response_id, ":c": state.consumed_seq}
+    try:
+        store.append(batch)
+    except ConditionFailedError:
+        session = store.get_session(state.session_id)
+        if session.active_response_id != state.response_id:
+            return state.model_copy(update={"next": "stop"})
+        # A message arrived after the last model call: continue the turn without going idle.
+        return state.model_copy(update={"next": "call_model", "iteration": state.iteration + 1})
+    return state.model_copy(update={"next": "stop"})
+
+
+# ----------------------------------------------------------------------------- fail
+def fail_turn(store: DynamoStore, state: TurnState) -> TurnState:
+    code, message = error_from_catch(state.error)
+    error = {"code": code, "message": message}
+    try:
+        turn = store.get_turn(state.session_id, state.response_id)
+        model = _agent(store, turn).name
+        created = turn.created_at
+    except NotFoundError:
+        model, created = "unknown", None
+    batch = Append(state.session_id, dedupe_key=f"{state.response_id}:fail")
+    batch.event(
+        ev.RESPONSE_FAILED,
+        ev.response_event(
+            ev.response_object(
+                state.response_id, status="failed", model=model, created_at=created, error=error
+            )
+        ),
+    )
+    batch.event(
+        ev.SESSION_STATUS,
+        ev.session_status(state.session_id, "failed", response_id=state.response_id, error=error),
+    )
+    batch.set_session = {"status": "failed", "last_task_error": error}
+    batch.remove_session = ["active_response_id"]
+    batch.session_condition = "active_response_id = :r"
+    batch.condition_values = {":r": state.response_id}
+    try:
+        store.append(batch)
+    except (ConditionFailedError, NotFoundError):
+        pass  # the turn was already ended (interrupted or deleted); nothing to report
+    return state.model_copy(update={"next": "stop", "error": error})
