@@ -10,6 +10,7 @@ backoff; the code path is the same.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections import defaultdict
 
@@ -21,10 +22,8 @@ def notify(session_id: str) -> None:
     with _lock:
         waiters = list(_waiters.get(session_id, ()))
     for loop, event in waiters:
-        try:
+        with contextlib.suppress(RuntimeError):  # loop closed: the reader is gone
             loop.call_soon_threadsafe(event.set)
-        except RuntimeError:  # loop closed: the reader is gone
-            pass
 
 
 class Subscription:

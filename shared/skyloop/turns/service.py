@@ -6,6 +6,7 @@ conditional write, retried from a fresh read when it loses.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -121,10 +122,8 @@ def _start_or_fail(
         batch.remove_session = ["active_response_id"]
         batch.session_condition = "active_response_id = :r"
         batch.condition_values = {":r": response_id}
-        try:
+        with contextlib.suppress(ConditionFailedError):
             store.append(batch)
-        except ConditionFailedError:
-            pass
         raise RunnerUnavailableError(
             "the runner could not start the turn; the message was persisted and the session marked failed"
         ) from exc

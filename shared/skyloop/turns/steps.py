@@ -8,6 +8,7 @@ writes nothing new.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -405,8 +406,6 @@ def fail_turn(store: DynamoStore, state: TurnState) -> TurnState:
     batch.remove_session = ["active_response_id"]
     batch.session_condition = "active_response_id = :r"
     batch.condition_values = {":r": state.response_id}
-    try:
-        store.append(batch)
-    except (ConditionFailedError, NotFoundError):
-        pass  # the turn was already ended (interrupted or deleted); nothing to report
+    with contextlib.suppress(ConditionFailedError, NotFoundError):
+        store.append(batch)  # fails only if the turn already ended (interrupted or deleted)
     return state.model_copy(update={"next": "stop", "error": error})

@@ -1,0 +1,44 @@
+# Two entry points keep working on a fresh machine: `make run` and `make test`.
+# Each creates .venv and installs what it needs first.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PORT ?= 8080
+
+.PHONY: run test lint format bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+$(VENV)/.local-installed: pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e ".[local]"
+	touch $@
+
+$(VENV)/.dev-installed: pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $@ $(VENV)/.local-installed
+
+## run: the local stack on http://127.0.0.1:$(PORT) with the example agent `coder`
+run: $(VENV)/.local-installed
+	$(VENV)/bin/skyloop dev --port $(PORT)
+
+## test: lint, then the whole suite (unit, integration on moto, end-to-end over real HTTP/SSE)
+test: $(VENV)/.dev-installed
+	$(VENV)/bin/ruff check shared functions tests bench infra
+	$(VENV)/bin/ruff format --check shared functions tests bench infra
+	$(PY) -m pytest
+
+lint: $(VENV)/.dev-installed
+	$(VENV)/bin/ruff check shared functions tests bench infra
+
+format: $(VENV)/.dev-installed
+	$(VENV)/bin/ruff check --fix shared functions tests bench infra
+	$(VENV)/bin/ruff format shared functions tests bench infra
+
+## bench: turn latency on the local stack (not part of `make test`)
+bench: $(VENV)/.dev-installed
+	$(PY) bench/turn_latency.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache cdk.out
