@@ -148,3 +148,18 @@ def update_session(
     if not updates:
         return session
     return store.update_session(session.id, updates)
+
+
+def page_items(
+    store: DynamoStore, session: Session, *, limit: int, after: str | None, descending: bool
+) -> tuple[list[dict[str, Any]], bool]:
+    """Flat items in order; ``after`` is the id of the last item of the previous page."""
+    items = store.list_items(session.id, through_seq=session.last_seq)
+    if descending:
+        items.reverse()
+    if after:
+        ids = [i.id for i in items]
+        if after not in ids:
+            raise InvalidInputError(f"cursor item '{after}' is not in this session")
+        items = items[ids.index(after) + 1 :]
+    return [i.to_flat() for i in items[:limit]], len(items) > limit

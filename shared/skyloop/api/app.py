@@ -19,8 +19,10 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from skyloop import deps, sessions
 from skyloop.api.requests import (
     CreateSessionRequest,
+    ItemListQuery,
     ListQuery,
     SessionEventRequest,
+    SessionListQuery,
     UpdateSessionRequest,
     parse_model,
 )
@@ -150,23 +152,28 @@ def create_session() -> Response:
     return _json(201, sessions.snapshot(store, session, _runners()))
 
 
+def _page(data: list[dict[str, Any]], has_more: bool) -> dict[str, Any]:
+    return {
+        "object": "list",
+        "data": data,
+        "first_id": data[0]["id"] if data else None,
+        "last_id": data[-1]["id"] if data else None,
+        "has_more": has_more,
+    }
+
+
 @app.get("/v1/sessions")
 def list_sessions() -> Response:
-    q = parse_model(ListQuery, _query(), what="query")
+    q = parse_model(SessionListQuery, _query(), what="query")
     found, has_more = deps.store().list_sessions(
-        agent_name=q.agent_name, limit=q.limit, descending=q.order == "desc", after=q.after
+        agent_name=q.agent_name,
+        agent_id=q.agent_id,
+        include_archived=q.include_archived,
+        limit=q.limit,
+        descending=q.order == "desc",
+        after=q.after,
     )
-    data = [sessions.list_item(s) for s in found]
-    return _json(
-        200,
-        {
-            "object": "list",
-            "data": data,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
-            "has_more": has_more,
-        },
-    )
+    return _json(200, _page([sessions.list_item(s) for s in found], has_more))
 
 
 @app.get("/v1/sessions/<session_id>")
@@ -185,6 +192,29 @@ def update_session(session_id: str) -> Response:
     changes = {k: getattr(req, k) for k in body}
     session = sessions.update_session(store, session, _runners(), changes)
     return _json(200, {**sessions.snapshot(store, session, _runners(), include_items=False), "items": []})
+
+
+@app.delete("/v1/sessions/<session_id>")
+def delete_session(session_id: str) -> Response:
+    from skyloop.turns import service
+
+    store = deps.store()
+    sessions.get_session(store, session_id)
+    result = service.delete_session(
+        store, deps.client("stepfunctions"), get_settings().state_machine_arn, session_id
+    )
+    return _json(200, result)
+
+
+@app.get("/v1/sessions/<session_id>/items")
+def list_items(session_id: str) -> Response:
+    store = deps.store()
+    q = parse_model(ItemListQuery, _query(), what="query")
+    session = sessions.get_session(store, session_id)
+    data, has_more = sessions.page_items(
+        store, session, limit=q.limit, after=q.after, descending=q.order == "desc"
+    )
+    return _json(200, _page(data, has_more))
 
 
 @app.get("/v1/sessions/<session_id>/agent")
@@ -218,8 +248,10 @@ def post_event(session_id: str) -> Response:
             store, deps.client("stepfunctions"), session_id, out.call_id, out.output
         )
         return _json(202, result)
-    # interrupt: harmless when nothing runs (full semantics arrive with the interrupt step)
-    return _json(202, {"queued": False})
+    result = service.interrupt(
+        store, deps.client("stepfunctions"), get_settings().state_machine_arn, session_id
+    )
+    return _json(202, result)
 
 
 def raise_unavailable(runner_id: str | None) -> None:
@@ -228,6 +260,35 @@ def raise_unavailable(runner_id: str | None) -> None:
     if not runner_id:
         raise RunnerUnavailableError("No runner bound for session")
     raise RunnerUnavailableError(f"runner '{runner_id}' is not online")
+
+
+# ------------------------------------------------------------------------- agents
+@app.post("/v1/agents")
+def create_agent() -> Response:
+    from skyloop import bundles
+
+    ctype = _content_type().lower()
+    if ctype.startswith("multipart/form-data"):
+        form = bundles.parse_multipart_form(_raw_body(), _content_type())
+        if "bundle" not in form.files:
+            raise InvalidInputError("multipart field 'bundle' (a gzipped tar file) is required")
+        spec = bundles.load_agent_bundle(form.files["bundle"].data)
+    else:
+        spec = bundles.load_agent_spec_dict(_json_body())
+    agent = sessions.register_agent(deps.store(), spec)
+    return _json(201, agent.to_api())
+
+
+@app.get("/v1/agents")
+def list_agents() -> Response:
+    q = parse_model(ListQuery, _query(), what="query")
+    found, has_more = deps.store().list_agents(limit=q.limit, descending=q.order == "desc", after=q.after)
+    return _json(200, _page([a.to_api() for a in found], has_more))
+
+
+@app.get("/v1/agents/<agent_id>")
+def get_agent(agent_id: str) -> Response:
+    return _json(200, sessions.get_agent(deps.store(), agent_id).to_api())
 
 
 # ------------------------------------------------------------------------ runners

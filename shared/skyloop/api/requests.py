@@ -136,7 +136,16 @@ class ListQuery(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     limit: int = Field(default=20, ge=1, le=1000)
-    after: str | None = None
+    after: str | None = Field(default=None, max_length=64)
     order: Literal["asc", "desc"] = "desc"
-    agent_name: str | None = None
-    agent_id: str | None = None
+
+
+class SessionListQuery(ListQuery):
+    agent_name: str | None = Field(default=None, max_length=128)
+    agent_id: str | None = Field(default=None, max_length=64)
+    include_archived: bool = False
+
+
+class ItemListQuery(ListQuery):
+    limit: int = Field(default=100, ge=1, le=1000)
+    order: Literal["asc", "desc"] = "asc"

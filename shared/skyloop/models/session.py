@@ -31,6 +31,7 @@ class Session(BaseModel):
     runner_id: str | None = None
     archived: bool = False
     active_response_id: str | None = None
+    last_response_id: str | None = None
     last_task_error: TaskError | None = None
     last_seq: int = 0
     input_seq: int = 0
@@ -116,3 +117,4 @@ class PendingCall(BaseModel):
     item_id: str
     output: str | None = None
     answered_at: int | None = None
+    cancelled: bool = False

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from skyloop.errors import ConflictError, NotFoundError
+from skyloop.errors import ConflictError, InvalidInputError, NotFoundError
 from skyloop.models.agent import Agent, AgentSpec
 from skyloop.models.session import ConversationItem, PendingCall, Session, TaskError, Turn
 from skyloop.store import notifier
@@ -222,6 +222,36 @@ class DynamoStore:
         items = r.get("Items", [])
         return self._agent_from(items[0]) if items else None
 
+    def list_agents(
+        self, *, limit: int = 20, descending: bool = True, after: str | None = None
+    ) -> tuple[list[Agent], bool]:
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": GSI_BY_NAME,
+            "KeyConditionExpression": "gsi2pk = :p",
+            "ExpressionAttributeValues": {":p": _s("AGENTS")},
+            "ScanIndexForward": not descending,
+        }
+        if after:
+            cursor = self.client.get_item(
+                TableName=self.table, Key=_item({"pk": f"AGENT#{after}", "sk": "AGENT"})
+            ).get("Item")
+            if cursor is None:
+                raise NotFoundError(f"Agent not found: '{after}'")
+            kwargs["ExclusiveStartKey"] = {k: cursor[k] for k in ("pk", "sk", "gsi2pk", "gsi2sk")}
+        raw = self._query_page(kwargs, limit)
+        return [self._agent_from(i) for i in raw[:limit]], len(raw) > limit
+
+    def _query_page(self, kwargs: dict[str, Any], limit: int) -> list[dict[str, Any]]:
+        """Up to ``limit + 1`` raw items (the extra one tells ``has_more``), across pages and filters."""
+        out: list[dict[str, Any]] = []
+        while True:
+            r = self.client.query(**kwargs, Limit=limit + 1 - len(out))
+            out.extend(r.get("Items", []))
+            if len(out) > limit or "LastEvaluatedKey" not in r:
+                return out
+            kwargs["ExclusiveStartKey"] = r["LastEvaluatedKey"]
+
     # --------------------------------------------------------------- sessions
     def create_session(self, session: Session, *, owner: str = DEFAULT_OWNER) -> None:
         ts = time.time_ns()
@@ -272,6 +302,8 @@ class DynamoStore:
         self,
         *,
         agent_name: str | None = None,
+        agent_id: str | None = None,
+        include_archived: bool = False,
         owner: str = DEFAULT_OWNER,
         limit: int = 20,
         descending: bool = True,
@@ -289,6 +321,15 @@ class DynamoStore:
             "ExpressionAttributeValues": {":p": _s(pk)},
             "ScanIndexForward": not descending,
         }
+        filters = []
+        if agent_id is not None:
+            filters.append("agent_id = :aid")
+            kwargs["ExpressionAttributeValues"][":aid"] = _s(agent_id)
+        if not include_archived:
+            filters.append("(attribute_not_exists(archived) OR archived = :false)")
+            kwargs["ExpressionAttributeValues"][":false"] = _s(False)
+        if filters:
+            kwargs["FilterExpression"] = " AND ".join(filters)
         if after:
             cursor = self.client.get_item(
                 TableName=self.table, Key=_item({"pk": _session_pk(after), "sk": "META"})
@@ -296,20 +337,47 @@ class DynamoStore:
             if cursor is None:
                 raise NotFoundError(f"Session not found: '{after}'")
             sk_attr = pk_attr[:-2] + "sk"
+            if cursor.get(pk_attr) != _s(pk):
+                raise InvalidInputError(f"cursor session '{after}' is not in this list")
             kwargs["ExclusiveStartKey"] = {
                 "pk": cursor["pk"],
                 "sk": cursor["sk"],
                 pk_attr: _s(pk),
                 sk_attr: cursor[sk_attr],
             }
-        out: list[Session] = []
+        raw = self._query_page(kwargs, limit)
+        return [self._session_from(i) for i in raw[:limit]], len(raw) > limit
+
+    def delete_session(self, session_id: str) -> None:
+        """Remove the session row first (appends then fail their condition), then everything under it."""
+        pk = _session_pk(session_id)
+        try:
+            self.client.delete_item(
+                TableName=self.table,
+                Key=_item({"pk": pk, "sk": "META"}),
+                ConditionExpression="attribute_exists(pk)",
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                raise NotFoundError(f"Session not found: '{session_id}'") from exc
+            raise
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :p",
+            "ExpressionAttributeValues": {":p": _s(pk)},
+            "ProjectionExpression": "pk, sk",
+        }
         while True:
-            r = self.client.query(**kwargs, Limit=limit + 1 - len(out))
-            out.extend(self._session_from(i) for i in r.get("Items", []))
-            if len(out) > limit or "LastEvaluatedKey" not in r:
-                break
+            r = self.client.query(**kwargs)
+            keys = [{"pk": i["pk"], "sk": i["sk"]} for i in r.get("Items", [])]
+            for start in range(0, len(keys), 25):
+                requests = [{"DeleteRequest": {"Key": k}} for k in keys[start : start + 25]]
+                while requests:
+                    out = self.client.batch_write_item(RequestItems={self.table: requests})
+                    requests = out.get("UnprocessedItems", {}).get(self.table, [])
+            if "LastEvaluatedKey" not in r:
+                return
             kwargs["ExclusiveStartKey"] = r["LastEvaluatedKey"]
-        return out[:limit], len(out) > limit
 
     def update_session(
         self, session_id: str, changes: dict[str, Any], *, condition: str | None = None
@@ -483,6 +551,26 @@ class DynamoStore:
         )
         return "Item" in r
 
+    def dedupe_exists(self, session_id: str, key: str) -> bool:
+        """Whether an append with this dedupe key has landed."""
+        return self._dedupe_exists(_session_pk(session_id), key)
+
+    def dedupe_put_op(self, session_id: str, key: str) -> dict[str, Any]:
+        """Claim a dedupe key inside another append, so the step that owns it becomes a no-op."""
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": _item(
+                    {
+                        "pk": _session_pk(session_id),
+                        "sk": f"DEDUPE#{key}",
+                        TTL_ATTRIBUTE: int(time.time()) + self.event_ttl_s,
+                    }
+                ),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+
     def read_events(self, session_id: str, after: int, *, limit: int = 500) -> list[StoredEvent]:
         """Retained events with seq > ``after``, in order (strongly consistent)."""
         r = self.client.query(
@@ -639,6 +727,21 @@ class DynamoStore:
         if iteration is not None:
             calls = [c for c in calls if c.iteration == iteration]
         return sorted(calls, key=lambda c: (c.iteration, c.index))
+
+    def cancel_call_op(self, call: PendingCall, output: str) -> dict[str, Any]:
+        """Give an unanswered call its cancellation output (fails if an answer won the race)."""
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": _item(
+                    {"pk": _session_pk(call.session_id), "sk": f"CALL#{call.response_id}#{call.call_id}"}
+                ),
+                "UpdateExpression": "SET #o = :o, cancelled = :t, answered_at = :now",
+                "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(#o)",
+                "ExpressionAttributeNames": {"#o": "output"},
+                "ExpressionAttributeValues": {":o": _s(output), ":t": _s(True), ":now": _s(int(time.time()))},
+            }
+        }
 
     def answer_call(self, call: PendingCall, output: str) -> bool:
         """Record the output once: set it on the call and count it down on the turn, atomically.

@@ -7,13 +7,14 @@ conditional write, retried from a fresh read when it loses.
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from typing import TYPE_CHECKING, Any
 
 from skyloop import events as ev
 from skyloop.errors import ConflictError, NotFoundError, RunnerUnavailableError
-from skyloop.ids import new_id, new_response_id, new_turn_group_id
-from skyloop.models.session import ClientTool, Turn
+from skyloop.ids import derived_id, new_id, new_response_id, new_turn_group_id
+from skyloop.models.session import ClientTool, PendingCall, Turn
 from skyloop.store import Append, ConditionFailedError, NewItem
 from skyloop.turns.state import TurnState
 
@@ -137,11 +138,12 @@ def post_function_call_output(
 
     session = store.get_session(session_id)
     answer = {"queued": True, "item_id": call_id}
-    if not session.active_response_id:
-        raise NotFoundError(f"No pending call '{call_id}': the session has no running turn")
-    call = store.get_call(session_id, session.active_response_id, call_id)
+    call = None
+    for response_id in (session.active_response_id, session.last_response_id):
+        if response_id and call is None:
+            call = store.get_call(session_id, response_id, call_id)
     if call is None:
-        raise NotFoundError(f"No pending call '{call_id}' in the running turn")
+        raise NotFoundError(f"No pending call '{call_id}' in this session")
     if call.output is None and store.answer_call(call, output):
         try:
             resume_turn(store, session_id, call.response_id, call.iteration, sfn)
@@ -154,4 +156,163 @@ def post_function_call_output(
     stored = store.get_call(session_id, call.response_id, call_id)
     if stored is not None and stored.output == output:
         return answer  # the same output again: a no-op with the same answer
+    if stored is not None and stored.cancelled:
+        raise ConflictError(
+            f"call '{call_id}' was cancelled by an interrupt; its output is no longer accepted"
+        )
     raise ConflictError(f"call '{call_id}' already has a different output")
+
+
+CANCELLED_OUTPUT = "[Cancelled — tool execution was interrupted.]"
+INTERRUPT_MARKER = (
+    "[System: interrupted]\nThe user interrupted and abandoned their previous request. "
+    "Do not continue it unless they ask again."
+)
+
+
+def execution_arn(state_machine_arn: str, response_id: str) -> str:
+    return state_machine_arn.replace(":stateMachine:", ":execution:") + ":" + response_id
+
+
+def stop_execution(sfn: Any, state_machine_arn: str | None, turn: Turn | None, response_id: str) -> None:
+    """Stop a turn's execution, best effort; a parked one is also woken so it can end at once."""
+    if state_machine_arn:
+        with contextlib.suppress(Exception):
+            sfn.stop_execution(
+                executionArn=execution_arn(state_machine_arn, response_id),
+                error="Interrupted",
+                cause="the session's turn was interrupted or the session deleted",
+            )
+    if turn is not None and turn.task_token:
+        with contextlib.suppress(Exception):  # on AWS a stopped execution's token is already void
+            sfn.send_task_success(taskToken=turn.task_token, output=json.dumps({"stopped": True}))
+
+
+def interrupt(store: DynamoStore, sfn: Any, state_machine_arn: str | None, session_id: str) -> dict[str, Any]:
+    """Stop the running turn: cancel unanswered calls, mark the interruption once, go idle.
+
+    The whole outcome is one conditional transaction on the turn still being
+    active, so concurrent interrupts produce exactly one marker, and a racing
+    step of the turn can no longer append once it lands.
+    """
+    for _ in range(START_ATTEMPTS):
+        session = store.get_session(session_id)
+        response_id = session.active_response_id
+        if session.status != "running" or not response_id:
+            return {"queued": False}
+        turn = store.get_turn(session_id, response_id)
+        batch = Append(
+            session_id,
+            session_condition="active_response_id = :r",
+            condition_values={":r": response_id},
+            set_input_seq=True,
+        )
+        batch.event(
+            ev.SESSION_INTERRUPTED,
+            {"data": {"requested_at": ev.server_time(), "response_id": response_id}},
+        )
+        if turn.await_iteration is not None:
+            outputs_key = f"{response_id}:{turn.await_iteration}:outputs"
+            if not store.dedupe_exists(session_id, outputs_key):
+                calls = store.list_calls(session_id, response_id, iteration=turn.await_iteration)
+                _cancel_calls(store, batch, session.agent_name, calls)
+                batch.extra.append(store.dedupe_put_op(session_id, outputs_key))
+        marker_id = new_id()
+        marker = {
+            "role": "user",
+            "content": [{"type": "input_text", "text": INTERRUPT_MARKER}],
+            "model": None,
+        }
+        idx = batch.event(ev.SESSION_INPUT_CONSUMED, ev.input_consumed(marker_id, marker))
+        batch.items.append(
+            NewItem(
+                id=marker_id, type="message", data=marker, response_id=new_turn_group_id(), event_index=idx
+            )
+        )
+        batch.event(
+            ev.RESPONSE_CANCELLED,
+            ev.response_event(
+                ev.response_object(
+                    response_id, status="cancelled", model=session.agent_name, created_at=turn.created_at
+                )
+            ),
+        )
+        batch.event(ev.SESSION_STATUS, ev.session_status(session_id, "idle", response_id=response_id))
+        batch.set_session = {"status": "idle", "last_response_id": response_id}
+        batch.remove_session = ["active_response_id"]
+        try:
+            store.append(batch)
+        except ConditionFailedError:
+            continue  # the turn ended or a call was answered meanwhile: look again
+        stop_execution(sfn, state_machine_arn, turn, response_id)
+        return {"queued": False}
+    raise ConflictError("the session changed too often while interrupting; try again")
+
+
+def _cancel_calls(store: DynamoStore, batch: Append, agent_name: str, calls: list[PendingCall]) -> None:
+    """Persist each call of the parked step, unanswered ones with a cancellation output."""
+    for call in calls:
+        output = call.output if call.output is not None else CANCELLED_OUTPUT
+        idx = batch.event(
+            ev.RESPONSE_ITEM_DONE,
+            ev.item_done(
+                ev.function_call_item(
+                    item_id=call.item_id,
+                    call_id=call.call_id,
+                    name=call.name,
+                    arguments=call.arguments,
+                    status="completed",
+                    agent=agent_name,
+                    response_id=call.response_id,
+                )
+            ),
+        )
+        batch.items.append(
+            NewItem(
+                id=call.item_id,
+                type="function_call",
+                data={
+                    "name": call.name,
+                    "arguments": call.arguments,
+                    "call_id": call.call_id,
+                    "model": agent_name,
+                },
+                response_id=call.response_id,
+                event_index=idx,
+            )
+        )
+        out_id = derived_id(call.response_id, call.iteration, "output", call.index)
+        idx = batch.event(
+            ev.RESPONSE_ITEM_DONE,
+            ev.item_done(
+                ev.function_call_output_item(
+                    item_id=out_id, call_id=call.call_id, output=output, response_id=call.response_id
+                )
+            ),
+        )
+        batch.items.append(
+            NewItem(
+                id=out_id,
+                type="function_call_output",
+                data={"call_id": call.call_id, "output": output},
+                response_id=call.response_id,
+                event_index=idx,
+            )
+        )
+        if call.output is None:
+            batch.extra.append(store.cancel_call_op(call, CANCELLED_OUTPUT))
+
+
+def delete_session(
+    store: DynamoStore, sfn: Any, state_machine_arn: str | None, session_id: str
+) -> dict[str, Any]:
+    """Stop a running turn, then remove the session row first (no step can append after it) and the rest."""
+    session = store.get_session(session_id)
+    turn = None
+    if session.active_response_id:
+        with contextlib.suppress(NotFoundError):
+            turn = store.get_turn(session_id, session.active_response_id)
+    store.delete_session(session_id)
+    if session.active_response_id:
+        stop_execution(sfn, state_machine_arn, turn, session.active_response_id)
+    return {"id": session_id, "object": "conversation.deleted", "deleted": True}

@@ -9,6 +9,7 @@ writes nothing new.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import threading
 import time
@@ -22,6 +23,8 @@ from skyloop.store import Append, ConditionFailedError, NewItem
 from skyloop.turns.state import TurnError, TurnState, error_from_catch
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from skyloop.models.agent import Agent
     from skyloop.models.session import Session, Turn
     from skyloop.store import DynamoStore
@@ -53,14 +56,47 @@ class _AgentCache:
 _AGENTS = _AgentCache()
 
 
+class TurnInactiveError(Exception):
+    """The turn is no longer the session's active one (interrupted or deleted): stop quietly."""
+
+
+def _turn_batch(state: TurnState, dedupe_key: str) -> Append:
+    """An append that only lands while this turn is still the session's active turn."""
+    return Append(
+        state.session_id,
+        dedupe_key=dedupe_key,
+        session_condition="active_response_id = :active",
+        condition_values={":active": state.response_id},
+    )
+
+
+def _append_active(store: DynamoStore, batch: Append) -> None:
+    try:
+        store.append(batch)
+    except (ConditionFailedError, NotFoundError) as exc:
+        raise TurnInactiveError(str(exc)) from exc
+
+
+def _stops_when_inactive(step: Callable[..., TurnState]) -> Callable[..., TurnState]:
+    @functools.wraps(step)
+    def run(store: DynamoStore, state: TurnState, *args: Any, **kwargs: Any) -> TurnState:
+        try:
+            return step(store, state, *args, **kwargs)
+        except TurnInactiveError:
+            return state.model_copy(update={"next": "stop"})
+
+    return run
+
+
 # --------------------------------------------------------------------------- prepare
+@_stops_when_inactive
 def prepare_turn(store: DynamoStore, state: TurnState) -> TurnState:
     session = store.get_session(state.session_id)
     if not _is_active(session, state):
         return state.model_copy(update={"next": "stop"})
     turn = store.get_turn(state.session_id, state.response_id)
     agent = _agent(store, turn)
-    batch = Append(state.session_id, dedupe_key=f"{state.response_id}:prepare")
+    batch = _turn_batch(state, f"{state.response_id}:prepare")
     batch.event(
         ev.RESPONSE_IN_PROGRESS,
         ev.response_event(
@@ -69,11 +105,12 @@ def prepare_turn(store: DynamoStore, state: TurnState) -> TurnState:
             )
         ),
     )
-    store.append(batch)
+    _append_active(store, batch)
     return state.model_copy(update={"next": "call_model", "iteration": 0})
 
 
 # ------------------------------------------------------------------------ call model
+@_stops_when_inactive
 def call_model_step(store: DynamoStore, state: TurnState, model_caller: Any = None) -> TurnState:
     """Record answered calls, call the model once, and decide what the turn does next."""
     session = store.get_session(state.session_id)
@@ -104,7 +141,7 @@ def call_model_step(store: DynamoStore, state: TurnState, model_caller: Any = No
     deltas.flush()
 
     i = state.iteration
-    batch = Append(state.session_id, dedupe_key=f"{state.response_id}:{i}:result")
+    batch = _turn_batch(state, f"{state.response_id}:{i}:result")
     if result.text:
         if not deltas.sent_any:
             batch.event(ev.RESPONSE_TEXT_DELTA, ev.text_delta(result.text, response_id=state.response_id))
@@ -158,7 +195,7 @@ def call_model_step(store: DynamoStore, state: TurnState, model_caller: Any = No
         batch.extra.extend(store.call_put_ops(calls))
         batch.extra.append(_turn_update_op(store, state, {"unanswered": unanswered, "await_iteration": i}))
     if batch.events or batch.extra:
-        store.append(batch)
+        _append_active(store, batch)
 
     if not calls:
         return state.model_copy(update={"next": "finish", "consumed_seq": consumed})
@@ -192,7 +229,7 @@ def _record_outputs(store: DynamoStore, state: TurnState, agent: Agent, iteratio
     missing = [c.call_id for c in calls if c.output is None]
     if missing:
         raise TurnError("internal_error", f"resumed with unanswered calls: {', '.join(missing)}")
-    batch = Append(state.session_id, dedupe_key=f"{state.response_id}:{iteration}:outputs")
+    batch = _turn_batch(state, f"{state.response_id}:{iteration}:outputs")
     for call in calls:
         idx = batch.event(
             ev.RESPONSE_ITEM_DONE,
@@ -243,7 +280,7 @@ def _record_outputs(store: DynamoStore, state: TurnState, agent: Agent, iteratio
                 event_index=idx,
             )
         )
-    store.append(batch)
+    _append_active(store, batch)
 
 
 class _DeltaWriter:
@@ -276,13 +313,12 @@ class _DeltaWriter:
         if not self.buffer:
             return
         text, self.buffer = "".join(self.buffer), []
-        batch = Append(
-            self.state.session_id,
-            dedupe_key=f"{self.state.response_id}:{self.state.iteration}:delta:{self.batches}",
+        batch = _turn_batch(
+            self.state, f"{self.state.response_id}:{self.state.iteration}:delta:{self.batches}"
         )
         batch.event(ev.RESPONSE_TEXT_DELTA, ev.text_delta(text, response_id=self.state.response_id))
         self.batches += 1
-        self.store.append(batch)
+        _append_active(self.store, batch)
         self.sent_any = True
 
 
@@ -294,10 +330,22 @@ def await_client(store: DynamoStore, state: TurnState, task_token: str, sfn: Any
     a call whose turn cannot be resumed yet. If every call is already answered
     (a retried invocation), the step resumes the turn itself.
     """
+    try:
+        _park(store, state, task_token, sfn)
+    except TurnInactiveError:
+        _wake(sfn, task_token)
+
+
+def _wake(sfn: Any, task_token: str) -> None:
+    """Let a parked execution of an ended turn run on to its ``stop`` branch (best effort)."""
+    with contextlib.suppress(Exception):  # a stopped execution's token is already invalid
+        sfn.send_task_success(taskToken=task_token, output=json.dumps({"stopped": True}))
+
+
+def _park(store: DynamoStore, state: TurnState, task_token: str, sfn: Any) -> None:
     session = store.get_session(state.session_id)
     if not _is_active(session, state):
-        sfn.send_task_success(taskToken=task_token, output=json.dumps({"stopped": True}))
-        return
+        raise TurnInactiveError(state.response_id)
     iteration = state.iteration - 1
     store.update_turn(
         state.session_id, state.response_id, {"task_token": task_token, "await_iteration": iteration}
@@ -305,10 +353,10 @@ def await_client(store: DynamoStore, state: TurnState, task_token: str, sfn: Any
     turn = store.get_turn(state.session_id, state.response_id)
     agent = _agent(store, turn)
     calls = store.list_calls(state.session_id, state.response_id, iteration=iteration)
-    batch = Append(state.session_id, dedupe_key=f"{state.response_id}:{iteration}:await")
+    batch = _turn_batch(state, f"{state.response_id}:{iteration}:await")
     for call in calls:
-        if call.name not in {t.name for t in turn.tools}:
-            continue
+        if call.output is not None:
+            continue  # answered already (e.g. an unknown tool's error output)
         batch.event(
             ev.RESPONSE_ITEM_DONE,
             ev.item_done(
@@ -323,7 +371,7 @@ def await_client(store: DynamoStore, state: TurnState, task_token: str, sfn: Any
                 )
             ),
         )
-    store.append(batch)
+    _append_active(store, batch)
     if turn.unanswered == 0:
         resume_turn(store, state.session_id, state.response_id, iteration, sfn)
 
@@ -364,7 +412,7 @@ def finish_turn(store: DynamoStore, state: TurnState) -> TurnState:
         ),
     )
     batch.event(ev.SESSION_STATUS, ev.session_status(state.session_id, "idle", response_id=state.response_id))
-    batch.set_session = {"status": "idle"}
+    batch.set_session = {"status": "idle", "last_response_id": state.response_id}
     batch.remove_session = ["active_response_id"]
     batch.session_condition = "active_response_id = :r AND input_seq <= :c"
     batch.condition_values = {":r": state.response_id, ":c": state.consumed_seq}
@@ -402,7 +450,7 @@ def fail_turn(store: DynamoStore, state: TurnState) -> TurnState:
         ev.SESSION_STATUS,
         ev.session_status(state.session_id, "failed", response_id=state.response_id, error=error),
     )
-    batch.set_session = {"status": "failed", "last_task_error": error}
+    batch.set_session = {"status": "failed", "last_task_error": error, "last_response_id": state.response_id}
     batch.remove_session = ["active_response_id"]
     batch.session_condition = "active_response_id = :r"
     batch.condition_values = {":r": state.response_id}
