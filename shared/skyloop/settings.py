@@ -19,6 +19,7 @@ class Settings(BaseModel):
     heartbeat_s: float = Field(default=15.0, gt=0, alias="SKYLOOP_HEARTBEAT_S")
     poll_busy_s: float = Field(default=0.25, gt=0, alias="SKYLOOP_POLL_BUSY_S")
     poll_idle_s: float = Field(default=2.0, gt=0, alias="SKYLOOP_POLL_IDLE_S")
+    require_token: bool = Field(default=False, alias="SKYLOOP_REQUIRE_TOKEN")
     model_timeout_s: float = Field(default=600.0, gt=0, alias="SKYLOOP_MODEL_TIMEOUT_S")
 
     @classmethod

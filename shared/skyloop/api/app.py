@@ -116,6 +116,24 @@ def _not_found(_: Exception) -> Response:
     return _json(404, {"error": {"code": "not_found", "message": "Not found"}})
 
 
+# -------------------------------------------------------------------------- auth
+def _require_token(app: APIGatewayHttpResolver, next_middleware: Any) -> Response:
+    """Every route but /health needs a bearer token when the deployment requires one."""
+    settings = get_settings()
+    if settings.require_token and app.current_event.path != "/health":
+        from skyloop.auth import check_authorization
+
+        headers = app.current_event.headers or {}
+        try:
+            check_authorization(deps.client("dynamodb"), settings.table_name, headers.get("authorization"))
+        except SkyloopError as exc:
+            return _json(exc.status, exc.to_body(), headers={"WWW-Authenticate": "Bearer"})
+    return next_middleware(app)
+
+
+app.use(middlewares=[_require_token])
+
+
 # ------------------------------------------------------------------------- health
 @app.get("/health")
 def health() -> Response:

@@ -86,6 +86,7 @@ def start(host: str, port: int, *, moto_port: int | None = None, example_agent: 
     os.environ["SKYLOOP_STATE_MACHINE_ARN"] = resources.state_machine_arn
     deps.reset()
 
+    _start_sweeper(float(os.environ.get("SKYLOOP_SWEEP_INTERVAL_S", "60")))
     url = f"http://{host}:{port}"
     mock_app = mockllm.create_app()
     agent_id = _register_example(url, mock_app) if example_agent else None
@@ -98,6 +99,24 @@ def start(host: str, port: int, *, moto_port: int | None = None, example_agent: 
         example_agent_id=agent_id,
         app=app,
     )
+
+
+def _start_sweeper(interval_s: float) -> None:
+    """moto never deletes expired TTL items, so the local stack does (the cloud relies on DynamoDB TTL)."""
+    import threading
+    import time
+
+    from skyloop import deps
+
+    def sweep() -> None:
+        while True:
+            time.sleep(interval_s)
+            try:
+                deps.store().sweep_expired()
+            except Exception:  # keep sweeping; a failed pass only delays deletion
+                logging.getLogger("skyloop.local").exception("TTL sweep failed")
+
+    threading.Thread(target=sweep, name="skyloop-ttl-sweeper", daemon=True).start()
 
 
 def _register_example(url: str, mock_app: Any) -> str:
@@ -127,14 +146,21 @@ def _register_example(url: str, mock_app: Any) -> str:
     return agent.id
 
 
-def serve(host: str = "127.0.0.1", port: int = 8080) -> None:
+def serve(host: str = "127.0.0.1", port: int = 8080, *, require_token: bool = False) -> None:
     import uvicorn
 
+    if require_token:
+        os.environ["SKYLOOP_REQUIRE_TOKEN"] = "true"
     stack = start(host, port)
     model = "OpenAI" if os.environ.get("OPENAI_API_KEY") else "the offline scripted model"
     print(f"skyloop dev: serving {stack.url}", flush=True)
     print(f"  runner id:      {stack.runner_id}", flush=True)
     print(f"  example agent:  {EXAMPLE_AGENT} ({stack.example_agent_id}), answering with {model}", flush=True)
     print(f"  moto endpoint:  {stack.moto_url}", flush=True)
+    if require_token:
+        from skyloop import auth, deps
+
+        token, _ = auth.create_token(deps.client("dynamodb"), TABLE_NAME, "dev")
+        print(f"  bearer token:   {token}  (every route but /health requires it)", flush=True)
     sys.stdout.flush()
     uvicorn.run(stack.app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=1)

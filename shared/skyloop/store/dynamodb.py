@@ -369,15 +369,37 @@ class DynamoStore:
         }
         while True:
             r = self.client.query(**kwargs)
-            keys = [{"pk": i["pk"], "sk": i["sk"]} for i in r.get("Items", [])]
-            for start in range(0, len(keys), 25):
-                requests = [{"DeleteRequest": {"Key": k}} for k in keys[start : start + 25]]
-                while requests:
-                    out = self.client.batch_write_item(RequestItems={self.table: requests})
-                    requests = out.get("UnprocessedItems", {}).get(self.table, [])
+            self._delete_keys([{"pk": i["pk"], "sk": i["sk"]} for i in r.get("Items", [])])
             if "LastEvaluatedKey" not in r:
                 return
             kwargs["ExclusiveStartKey"] = r["LastEvaluatedKey"]
+
+    def sweep_expired(self, now: int | None = None) -> int:
+        """Delete items whose TTL has passed; only the local stack needs this (moto has no TTL reaper)."""
+        now = int(time.time()) if now is None else now
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "FilterExpression": "#ttl < :now",
+            "ExpressionAttributeNames": {"#ttl": TTL_ATTRIBUTE},
+            "ExpressionAttributeValues": {":now": _s(now)},
+            "ProjectionExpression": "pk, sk",
+        }
+        deleted = 0
+        while True:
+            r = self.client.scan(**kwargs)
+            keys = [{"pk": i["pk"], "sk": i["sk"]} for i in r.get("Items", [])]
+            self._delete_keys(keys)
+            deleted += len(keys)
+            if "LastEvaluatedKey" not in r:
+                return deleted
+            kwargs["ExclusiveStartKey"] = r["LastEvaluatedKey"]
+
+    def _delete_keys(self, keys: list[dict[str, Any]]) -> None:
+        for start in range(0, len(keys), 25):
+            requests = [{"DeleteRequest": {"Key": k}} for k in keys[start : start + 25]]
+            while requests:
+                out = self.client.batch_write_item(RequestItems={self.table: requests})
+                requests = out.get("UnprocessedItems", {}).get(self.table, [])
 
     def update_session(
         self, session_id: str, changes: dict[str, Any], *, condition: str | None = None

@@ -122,6 +122,16 @@ async def stream_session(request: Request) -> Any:
 
     session_id = request.path_params["session_id"]
     try:
+        settings = get_settings()
+        if settings.require_token:
+            from skyloop.auth import check_authorization
+
+            await anyio.to_thread.run_sync(
+                check_authorization,
+                deps.client("dynamodb"),
+                settings.table_name,
+                request.headers.get("authorization"),
+            )
         cursor = parse_cursor(request.headers.get("last-event-id"), request.query_params.get("after"))
         if not is_hex32(session_id):
             raise NotFoundError(f"Session not found: '{session_id}'")
@@ -130,7 +140,7 @@ async def stream_session(request: Request) -> Any:
     except SkyloopError as exc:
         return JSONResponse(exc.to_body(), status_code=exc.status)
     start = session.last_seq if cursor is None else cursor
-    tail = SessionTail(store, get_settings(), session_id, start, session.status == "running")
+    tail = SessionTail(store, settings, session_id, start, session.status == "running")
     return StreamingResponse(
         _frames(tail, request),
         media_type="text/event-stream",
