@@ -9,6 +9,7 @@ a minute, so a revoked token stops working within that minute.
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
 import threading
 import time
@@ -19,7 +20,7 @@ from pydantic import BaseModel
 from skyloop.errors import NotFoundError, UnauthorizedError
 
 TOKEN_PREFIX = "sky_"
-CACHE_TTL_S = 60.0
+CACHE_TTL_S = float(os.environ.get("SKYLOOP_TOKEN_CACHE_S", "60"))
 
 
 class TokenRecord(BaseModel):
@@ -106,6 +107,10 @@ class _Cache:
             expires = self._ok.get(digest)
             return expires is not None and expires > time.monotonic()
 
+    def forget(self, digest: str) -> None:
+        with self._lock:
+            self._ok.pop(digest, None)
+
     def add(self, digest: str) -> None:
         with self._lock:
             self._ok[digest] = time.monotonic() + CACHE_TTL_S
@@ -138,4 +143,5 @@ def check_authorization(client: Any, table: str, authorization: str | None) -> N
     r = client.get_item(TableName=table, Key=_key(digest), ConsistentRead=True)
     if "Item" not in r:
         raise UnauthorizedError("invalid or revoked token")
-    _cache.add(digest)
+    if CACHE_TTL_S > 0:
+        _cache.add(digest)
