@@ -18,6 +18,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
 from skyloop import deps, sessions
 from skyloop.api.requests import (
+    AgentListQuery,
     CreateSessionRequest,
     ItemListQuery,
     ListQuery,
@@ -299,7 +300,10 @@ def create_agent() -> Response:
 
 @app.get("/v1/agents")
 def list_agents() -> Response:
-    q = parse_model(ListQuery, _query(), what="query")
+    q = parse_model(AgentListQuery, _query(), what="query")
+    if q.name is not None:  # the newest version of one name
+        agent = deps.store().find_agent_by_name(q.name)
+        return _json(200, _page([agent.to_api()] if agent else [], False))
     found, has_more = deps.store().list_agents(limit=q.limit, descending=q.order == "desc", after=q.after)
     return _json(200, _page([a.to_api() for a in found], has_more))
 

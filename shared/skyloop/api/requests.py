@@ -140,6 +140,10 @@ class ListQuery(BaseModel):
     order: Literal["asc", "desc"] = "desc"
 
 
+class AgentListQuery(ListQuery):
+    name: str | None = Field(default=None, max_length=128)
+
+
 class SessionListQuery(ListQuery):
     agent_name: str | None = Field(default=None, max_length=128)
     agent_id: str | None = Field(default=None, max_length=64)

@@ -117,9 +117,13 @@ def _start_or_fail(
         error = {"code": "runner_unavailable", "message": f"could not start the turn: {exc}"}
         batch = Append(session_id, dedupe_key=f"{response_id}:fail")
         batch.event(
+            ev.RESPONSE_FAILED,
+            ev.response_event(ev.response_object(response_id, status="failed", model=agent.name, error=error)),
+        )
+        batch.event(
             ev.SESSION_STATUS, ev.session_status(session_id, "failed", response_id=response_id, error=error)
         )
-        batch.set_session = {"status": "failed", "last_task_error": error}
+        batch.set_session = {"status": "failed", "last_task_error": error, "last_response_id": response_id}
         batch.remove_session = ["active_response_id"]
         batch.session_condition = "active_response_id = :r"
         batch.condition_values = {":r": response_id}
