@@ -21,7 +21,6 @@ from skyloop.api.requests import (
     AgentListQuery,
     CreateSessionRequest,
     ItemListQuery,
-    ListQuery,
     SessionEventRequest,
     SessionListQuery,
     UpdateSessionRequest,

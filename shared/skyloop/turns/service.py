@@ -118,7 +118,9 @@ def _start_or_fail(
         batch = Append(session_id, dedupe_key=f"{response_id}:fail")
         batch.event(
             ev.RESPONSE_FAILED,
-            ev.response_event(ev.response_object(response_id, status="failed", model=agent.name, error=error)),
+            ev.response_event(
+                ev.response_object(response_id, status="failed", model=agent.name, error=error)
+            ),
         )
         batch.event(
             ev.SESSION_STATUS, ev.session_status(session_id, "failed", response_id=response_id, error=error)
