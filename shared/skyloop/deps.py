@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from skyloop.settings import get_settings
 
 if TYPE_CHECKING:
+    from skyloop.sessions import Runners
     from skyloop.store import DynamoStore
 
 
@@ -30,8 +31,18 @@ def store() -> DynamoStore:
     return DynamoStore(settings.table_name, client("dynamodb"), event_ttl_s=settings.event_ttl_s)
 
 
+@lru_cache(maxsize=1)
+def runners() -> Runners:
+    """This deployment's one runner: its turn state machine, online when one is configured."""
+    from skyloop.sessions import Runners
+
+    settings = get_settings()
+    return Runners(settings.default_runner_id, online=bool(settings.state_machine_arn))
+
+
 def reset() -> None:
-    """Forget cached clients (tests switch environments between cases)."""
+    """Forget cached clients and settings (tests switch environments between cases)."""
     client.cache_clear()
     store.cache_clear()
+    runners.cache_clear()
     get_settings.cache_clear()

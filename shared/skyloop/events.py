@@ -16,6 +16,7 @@ SESSION_INPUT_CONSUMED = "session.input.consumed"
 SESSION_INTERRUPTED = "session.interrupted"
 RESPONSE_IN_PROGRESS = "response.in_progress"
 RESPONSE_TEXT_DELTA = "response.output_text.delta"
+RESPONSE_RETRY = "response.retry"  # a model call is being attempted again; text restarts
 RESPONSE_ITEM_DONE = "response.output_item.done"
 RESPONSE_COMPLETED = "response.completed"
 RESPONSE_FAILED = "response.failed"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-from functools import lru_cache
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -50,10 +49,8 @@ def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Resp
     )
 
 
-@lru_cache(maxsize=1)
 def _runners() -> sessions.Runners:
-    settings = get_settings()
-    return sessions.Runners(settings.default_runner_id, online=bool(settings.state_machine_arn))
+    return deps.runners()
 
 
 def _engine() -> Any:

@@ -70,7 +70,7 @@ def start(host: str, port: int, *, moto_port: int | None = None, example_agent: 
     from moto.server import ThreadedMotoServer
 
     from skyloop import deps, mockllm
-    from skyloop.local import lambda_hook
+    from skyloop.local import lambda_hook, moto_dynamodb
     from skyloop.local.gateway import create_gateway
     from skyloop.local.resources import bootstrap
 
@@ -78,6 +78,7 @@ def start(host: str, port: int, *, moto_port: int | None = None, example_agent: 
     default_user_config["stepfunctions"]["execute_state_machine"] = True
     default_user_config["lambda"]["use_docker"] = False
     lambda_hook.install()
+    moto_dynamodb.serialize_requests()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
     server.start()
 

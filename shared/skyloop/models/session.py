@@ -115,6 +115,7 @@ class PendingCall(BaseModel):
     name: str
     arguments: str
     item_id: str
+    anchor_seq: int = 0  # the last seq the model call that made it had read (conversation order)
     output: str | None = None
     answered_at: int | None = None
     cancelled: bool = False

@@ -7,7 +7,7 @@ Key design (one table, ``pk``/``sk`` strings, two GSIs)::
                                                                         gsi2: AGENTS / <ts>#<id>
     session             SESSION#<id>        META                        gsi1: OWNER#<owner> / <ts>#<id>
                                                                         gsi2: SESSIONS_OF#<agent name> / <ts>#<id>
-    conversation item   SESSION#<id>        ITEM#<seq:012>#<idx:03>
+    conversation item   SESSION#<id>        ITEM#<anchor:012>#<seq:012>#<idx:03>
     stream event        SESSION#<id>        EVENT#<seq:012>             TTL expires_at
     append dedupe key   SESSION#<id>        DEDUPE#<key>                TTL expires_at
     turn                SESSION#<id>        TURN#<response id>
@@ -24,7 +24,11 @@ retried turn step writes the same key, its transaction fails on that put, and
 the append is reported as already done.
 
 Conversation items take the seq of the event that publishes them as their
-position, so items and events share one order of truth.
+``position`` (the snapshot's consistency cut), and sort by an *anchor* first:
+a user message anchors at its own seq, while what a model call produced
+(its text, its calls and their outputs) anchors at the last seq that call
+read. So a message posted while the model was busy sorts after the reply the
+model was writing, the order in which the model will see them.
 
 moto caveats: Query walks the whole table and TTL never deletes, so reads
 filter expired events themselves and the local stack sweeps.
@@ -85,8 +89,8 @@ def _event_sk(seq: int) -> str:
     return f"EVENT#{seq:0{SEQ_WIDTH}d}"
 
 
-def _item_sk(seq: int, index: int) -> str:
-    return f"ITEM#{seq:0{SEQ_WIDTH}d}#{index:03d}"
+def _item_sk(anchor: int, seq: int, index: int) -> str:
+    return f"ITEM#{anchor:0{SEQ_WIDTH}d}#{seq:0{SEQ_WIDTH}d}#{index:03d}"
 
 
 @dataclass
@@ -110,6 +114,7 @@ class NewItem:
     data: dict[str, Any]
     response_id: str | None
     event_index: int = -1  # which event of the batch publishes it (default: the last)
+    anchor_seq: int | None = None  # conversation order; default: the publishing event's seq
 
 
 @dataclass
@@ -538,7 +543,9 @@ class DynamoStore:
                         "Item": _item(
                             {
                                 "pk": pk,
-                                "sk": _item_sk(seq, idx),
+                                "sk": _item_sk(
+                                    item.anchor_seq if item.anchor_seq is not None else seq, seq, idx
+                                ),
                                 "id": item.id,
                                 "type": item.type,
                                 "response_id": item.response_id,
@@ -576,6 +583,16 @@ class DynamoStore:
     def dedupe_exists(self, session_id: str, key: str) -> bool:
         """Whether an append with this dedupe key has landed."""
         return self._dedupe_exists(_session_pk(session_id), key)
+
+    def claim_marker(self, session_id: str, key: str) -> bool:
+        """Put a dedupe marker unless it exists; True when this caller put it."""
+        try:
+            self.client.put_item(**self.dedupe_put_op(session_id, key)["Put"])
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
 
     def dedupe_put_op(self, session_id: str, key: str) -> dict[str, Any]:
         """Claim a dedupe key inside another append, so the step that owns it becomes a no-op."""
@@ -669,6 +686,16 @@ class DynamoStore:
         attrs = _plain(r["Item"])
         attrs["tools"] = json.loads(attrs.get("tools") or "[]")
         return Turn.model_validate({k: v for k, v in attrs.items() if k in Turn.model_fields})
+
+    def get_turn_attribute(self, session_id: str, response_id: str, name: str) -> Any:
+        r = self.client.get_item(
+            TableName=self.table,
+            Key=_item({"pk": _session_pk(session_id), "sk": f"TURN#{response_id}"}),
+            ConsistentRead=True,
+            ProjectionExpression="#a",
+            ExpressionAttributeNames={"#a": name},
+        )
+        return _plain(r.get("Item", {})).get(name)
 
     def update_turn(
         self,
@@ -768,8 +795,9 @@ class DynamoStore:
     def answer_call(self, call: PendingCall, output: str) -> bool:
         """Record the output once: set it on the call and count it down on the turn, atomically.
 
-        Returns False when the call already had an output (the caller then
-        compares outputs to answer idempotently or with 409).
+        Only while the call's turn is the session's running turn. Returns False
+        when the call already had an output or its turn has ended (the caller
+        then compares outputs to answer idempotently or with 409).
         """
         pk = _session_pk(call.session_id)
         try:
@@ -792,6 +820,14 @@ class DynamoStore:
                             "UpdateExpression": "SET unanswered = unanswered - :one",
                             "ConditionExpression": "unanswered > :zero",
                             "ExpressionAttributeValues": {":one": _s(1), ":zero": _s(0)},
+                        }
+                    },
+                    {
+                        "ConditionCheck": {  # only the running turn takes outputs
+                            "TableName": self.table,
+                            "Key": _item({"pk": pk, "sk": "META"}),
+                            "ConditionExpression": "active_response_id = :r",
+                            "ExpressionAttributeValues": {":r": _s(call.response_id)},
                         }
                     },
                 ]

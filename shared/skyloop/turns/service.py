@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from skyloop import events as ev
 from skyloop.errors import ConflictError, NotFoundError, RunnerUnavailableError
-from skyloop.ids import derived_id, new_id, new_response_id, new_turn_group_id
+from skyloop.ids import new_id, new_response_id, new_turn_group_id
 from skyloop.models.session import ClientTool, PendingCall, Turn
 from skyloop.store import Append, ConditionFailedError, NewItem
 from skyloop.turns.state import TurnState
@@ -257,53 +257,11 @@ def interrupt(store: DynamoStore, sfn: Any, state_machine_arn: str | None, sessi
 
 def _cancel_calls(store: DynamoStore, batch: Append, agent_name: str, calls: list[PendingCall]) -> None:
     """Persist each call of the parked step, unanswered ones with a cancellation output."""
+    from skyloop.turns.steps import add_completed_call
+
     for call in calls:
-        output = call.output if call.output is not None else CANCELLED_OUTPUT
-        idx = batch.event(
-            ev.RESPONSE_ITEM_DONE,
-            ev.item_done(
-                ev.function_call_item(
-                    item_id=call.item_id,
-                    call_id=call.call_id,
-                    name=call.name,
-                    arguments=call.arguments,
-                    status="completed",
-                    agent=agent_name,
-                    response_id=call.response_id,
-                )
-            ),
-        )
-        batch.items.append(
-            NewItem(
-                id=call.item_id,
-                type="function_call",
-                data={
-                    "name": call.name,
-                    "arguments": call.arguments,
-                    "call_id": call.call_id,
-                    "model": agent_name,
-                },
-                response_id=call.response_id,
-                event_index=idx,
-            )
-        )
-        out_id = derived_id(call.response_id, call.iteration, "output", call.index)
-        idx = batch.event(
-            ev.RESPONSE_ITEM_DONE,
-            ev.item_done(
-                ev.function_call_output_item(
-                    item_id=out_id, call_id=call.call_id, output=output, response_id=call.response_id
-                )
-            ),
-        )
-        batch.items.append(
-            NewItem(
-                id=out_id,
-                type="function_call_output",
-                data={"call_id": call.call_id, "output": output},
-                response_id=call.response_id,
-                event_index=idx,
-            )
+        add_completed_call(
+            batch, call, call.output if call.output is not None else CANCELLED_OUTPUT, agent_name
         )
         if call.output is None:
             batch.extra.append(store.cancel_call_op(call, CANCELLED_OUTPUT))

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 DELTA_FLUSH_S = 0.05
 DELTA_FLUSH_CHARS = 2048
+MAX_ATTEMPTS = 10
 
 
 def _is_active(session: Session, state: TurnState) -> bool:
@@ -112,25 +113,37 @@ def prepare_turn(store: DynamoStore, state: TurnState) -> TurnState:
 # ------------------------------------------------------------------------ call model
 @_stops_when_inactive
 def call_model_step(store: DynamoStore, state: TurnState, model_caller: Any = None) -> TurnState:
-    """Record answered calls, call the model once, and decide what the turn does next."""
+    """Record answered calls, call the model once, and decide what the turn does next.
+
+    Idempotent: once an iteration's result has landed, running the step again
+    returns the recorded decision without calling the model. A retry after a
+    partial attempt announces itself with ``response.retry`` and streams anew
+    under its own keys, so viewers never see two attempts' text spliced.
+    """
     session = store.get_session(state.session_id)
     if not _is_active(session, state):
         return state.model_copy(update={"next": "stop"})
-    if state.iteration >= state.max_iterations:
+    i = state.iteration
+    result_key = f"{state.response_id}:{i}:result"
+    if store.dedupe_exists(state.session_id, result_key):
+        return _recorded_decision(store, state)
+    if i >= state.max_iterations:
         raise TurnError("max_iterations", f"the turn reached its limit of {state.max_iterations} model calls")
     turn = store.get_turn(state.session_id, state.response_id)
     agent = _agent(store, turn)
-    if state.iteration > 0:
-        _record_outputs(store, state, agent, state.iteration - 1)
+    if i > 0:
+        _record_outputs(store, state, agent, i - 1)
         session = store.get_session(state.session_id)
-    items = store.list_items(state.session_id, through_seq=session.last_seq)
+    cutoff = session.last_seq
+    items = store.list_items(state.session_id, through_seq=cutoff)
     consumed = max(state.consumed_seq, session.input_seq)
+    attempt = _claim_attempt(store, state)
 
     if model_caller is None:
         from skyloop.harnesses.openai_responses import call_model as model_caller
     from skyloop.settings import get_settings
 
-    deltas = _DeltaWriter(store, state)
+    deltas = _DeltaWriter(store, state, attempt)
     try:
         result = model_caller(
             agent.spec, items, turn.tools, deltas.add, timeout_s=get_settings().model_timeout_s
@@ -140,22 +153,16 @@ def call_model_step(store: DynamoStore, state: TurnState, model_caller: Any = No
         raise TurnError(exc.error_code, exc.message) from exc
     deltas.flush()
 
-    i = state.iteration
-    batch = _turn_batch(state, f"{state.response_id}:{i}:result")
+    batch = _turn_batch(state, result_key)
     if result.text:
         if not deltas.sent_any:
             batch.event(ev.RESPONSE_TEXT_DELTA, ev.text_delta(result.text, response_id=state.response_id))
         msg_id = derived_id(state.response_id, i, "message")
-        created = int(time.time())
         idx = batch.event(
             ev.RESPONSE_ITEM_DONE,
             ev.item_done(
                 ev.assistant_message_item(
-                    item_id=msg_id,
-                    text=result.text,
-                    model=agent.name,
-                    response_id=state.response_id,
-                    created_at=created,
+                    item_id=msg_id, text=result.text, model=agent.name, response_id=state.response_id
                 )
             ),
         )
@@ -170,39 +177,76 @@ def call_model_step(store: DynamoStore, state: TurnState, model_caller: Any = No
                 },
                 response_id=state.response_id,
                 event_index=idx,
+                anchor_seq=cutoff,
             )
         )
     client_names = {t.name for t in turn.tools}
-    calls: list[PendingCall] = []
-    for n, call in enumerate(result.calls):
-        known = call.name in client_names
-        calls.append(
-            PendingCall(
-                session_id=state.session_id,
-                response_id=state.response_id,
-                call_id=call.call_id,
-                iteration=i,
-                index=n,
-                name=call.name,
-                arguments=call.arguments,
-                item_id=derived_id(state.response_id, i, "call", n),
-                output=None if known else f"Error: tool '{call.name}' is not available in this session",
-                answered_at=None if known else int(time.time()),
-            )
+    calls = [
+        PendingCall(
+            session_id=state.session_id,
+            response_id=state.response_id,
+            call_id=call.call_id,
+            iteration=i,
+            index=n,
+            name=call.name,
+            arguments=call.arguments,
+            item_id=derived_id(state.response_id, i, "call", n),
+            anchor_seq=cutoff,
+            output=None
+            if call.name in client_names
+            else f"Error: tool '{call.name}' is not available in this session",
+            answered_at=None if call.name in client_names else int(time.time()),
         )
+        for n, call in enumerate(result.calls)
+    ]
     unanswered = sum(1 for c in calls if c.output is None)
-    if calls:
-        batch.extra.extend(store.call_put_ops(calls))
-        batch.extra.append(_turn_update_op(store, state, {"unanswered": unanswered, "await_iteration": i}))
-    if batch.events or batch.extra:
-        _append_active(store, batch)
-
     if not calls:
-        return state.model_copy(update={"next": "finish", "consumed_seq": consumed})
-    if state.iteration + 1 >= state.max_iterations:
-        raise TurnError("max_iterations", f"the turn reached its limit of {state.max_iterations} model calls")
-    nxt = "await_client" if unanswered else "call_model"
-    return state.model_copy(update={"next": nxt, "iteration": i + 1, "consumed_seq": consumed})
+        nxt, iteration = "finish", i
+    else:
+        if i + 1 >= state.max_iterations:
+            raise TurnError(
+                "max_iterations", f"the turn reached its limit of {state.max_iterations} model calls"
+            )
+        nxt, iteration = ("await_client" if unanswered else "call_model"), i + 1
+    batch.extra.extend(store.call_put_ops(calls))
+    decision = {"iteration": i, "next": nxt, "consumed_seq": consumed}
+    batch.extra.append(
+        _turn_update_op(
+            store,
+            state,
+            {"unanswered": unanswered, "await_iteration": i, "last_decision": json.dumps(decision)},
+        )
+    )
+    _append_active(store, batch)
+    return state.model_copy(update={"next": nxt, "iteration": iteration, "consumed_seq": consumed})
+
+
+def _recorded_decision(store: DynamoStore, state: TurnState) -> TurnState:
+    """What the landed result of this iteration decided (a repeated invocation returns it again)."""
+    raw = store.get_turn_attribute(state.session_id, state.response_id, "last_decision")
+    decision = json.loads(raw) if raw else {}
+    if decision.get("iteration") != state.iteration:
+        raise TurnError("internal_error", f"no recorded result for iteration {state.iteration}")
+    nxt = decision["next"]
+    iteration = state.iteration if nxt == "finish" else state.iteration + 1
+    return state.model_copy(
+        update={"next": nxt, "iteration": iteration, "consumed_seq": decision["consumed_seq"]}
+    )
+
+
+def _claim_attempt(store: DynamoStore, state: TurnState) -> int:
+    """Number this model call's attempt; any attempt after the first is announced to viewers."""
+    for attempt in range(MAX_ATTEMPTS):
+        if store.claim_marker(state.session_id, f"{state.response_id}:{state.iteration}:attempt:{attempt}"):
+            if attempt:
+                batch = _turn_batch(state, f"{state.response_id}:{state.iteration}:retry:{attempt}")
+                batch.event(
+                    ev.RESPONSE_RETRY,
+                    {"response_id": state.response_id, "attempt": attempt, "reason": "model step retried"},
+                )
+                _append_active(store, batch)
+            return attempt
+    raise TurnError("internal_error", "the model step was retried too many times")
 
 
 def _turn_update_op(store: DynamoStore, state: TurnState, changes: dict[str, Any]) -> dict[str, Any]:
@@ -231,64 +275,69 @@ def _record_outputs(store: DynamoStore, state: TurnState, agent: Agent, iteratio
         raise TurnError("internal_error", f"resumed with unanswered calls: {', '.join(missing)}")
     batch = _turn_batch(state, f"{state.response_id}:{iteration}:outputs")
     for call in calls:
-        idx = batch.event(
-            ev.RESPONSE_ITEM_DONE,
-            ev.item_done(
-                ev.function_call_item(
-                    item_id=call.item_id,
-                    call_id=call.call_id,
-                    name=call.name,
-                    arguments=call.arguments,
-                    status="completed",
-                    agent=agent.name,
-                    response_id=state.response_id,
-                )
-            ),
-        )
-        batch.items.append(
-            NewItem(
-                id=call.item_id,
-                type="function_call",
-                data={
-                    "name": call.name,
-                    "arguments": call.arguments,
-                    "call_id": call.call_id,
-                    "model": agent.name,
-                },
-                response_id=state.response_id,
-                event_index=idx,
-            )
-        )
-        out_id = derived_id(state.response_id, iteration, "output", call.index)
-        idx = batch.event(
-            ev.RESPONSE_ITEM_DONE,
-            ev.item_done(
-                ev.function_call_output_item(
-                    item_id=out_id,
-                    call_id=call.call_id,
-                    output=call.output or "",
-                    response_id=state.response_id,
-                )
-            ),
-        )
-        batch.items.append(
-            NewItem(
-                id=out_id,
-                type="function_call_output",
-                data={"call_id": call.call_id, "output": call.output},
-                response_id=state.response_id,
-                event_index=idx,
-            )
-        )
+        add_completed_call(batch, call, call.output or "", agent.name)
     _append_active(store, batch)
+
+
+def add_completed_call(batch: Append, call: PendingCall, output: str, agent_name: str) -> None:
+    """Publish and persist one finished call and its output, anchored where the model made the call."""
+    idx = batch.event(
+        ev.RESPONSE_ITEM_DONE,
+        ev.item_done(
+            ev.function_call_item(
+                item_id=call.item_id,
+                call_id=call.call_id,
+                name=call.name,
+                arguments=call.arguments,
+                status="completed",
+                agent=agent_name,
+                response_id=call.response_id,
+            )
+        ),
+    )
+    batch.items.append(
+        NewItem(
+            id=call.item_id,
+            type="function_call",
+            data={
+                "name": call.name,
+                "arguments": call.arguments,
+                "call_id": call.call_id,
+                "model": agent_name,
+            },
+            response_id=call.response_id,
+            event_index=idx,
+            anchor_seq=call.anchor_seq,
+        )
+    )
+    out_id = derived_id(call.response_id, call.iteration, "output", call.index)
+    idx = batch.event(
+        ev.RESPONSE_ITEM_DONE,
+        ev.item_done(
+            ev.function_call_output_item(
+                item_id=out_id, call_id=call.call_id, output=output, response_id=call.response_id
+            )
+        ),
+    )
+    batch.items.append(
+        NewItem(
+            id=out_id,
+            type="function_call_output",
+            data={"call_id": call.call_id, "output": output},
+            response_id=call.response_id,
+            event_index=idx,
+            anchor_seq=call.anchor_seq,
+        )
+    )
 
 
 class _DeltaWriter:
     """Batches streamed text into appends so viewers see tokens live at a bounded write rate."""
 
-    def __init__(self, store: DynamoStore, state: TurnState) -> None:
+    def __init__(self, store: DynamoStore, state: TurnState, attempt: int = 0) -> None:
         self.store = store
         self.state = state
+        self.attempt = attempt
         self.buffer: list[str] = []
         self.batches = 0
         self.last_flush = time.monotonic()

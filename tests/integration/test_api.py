@@ -1,0 +1,366 @@
+"""The API function's real entry point with HTTP API v2 events, on moto.
+
+No test here starts a turn: bad input must be refused before anything is
+written, which the tests check against the table itself.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from skyloop.bundles import build_bundle
+
+if TYPE_CHECKING:
+    from tests.integration.conftest import Api, ApiResponse, Stack
+
+SNAPSHOT_FIELDS = {
+    "id",
+    "object",
+    "agent_id",
+    "agent_name",
+    "status",
+    "created_at",
+    "updated_at",
+    "title",
+    "labels",
+    "runner_id",
+    "runner_online",
+    "archived",
+    "items",
+    "last_task_error",
+    "active_response_id",
+    "last_event_id",
+}
+USER_MESSAGE = {"role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+
+
+def _upload(api: Api, files: dict[str, tuple[str, bytes, str]], fields: dict[str, str]) -> ApiResponse:
+    return api.post_multipart("/v1/sessions", files, fields)
+
+
+def _bundle_session(aws: Stack, api: Api) -> dict[str, Any]:
+    name, yaml_text = aws.agent_yaml("api-model")
+    r = _upload(
+        api,
+        {"bundle": ("agent.tar.gz", build_bundle({f"{name}.yaml": yaml_text}), "application/gzip")},
+        {"metadata": "{}"},
+    )
+    assert r.status == 201, r.body
+    return dict(r.body)
+
+
+def _written(aws: Stack, session_id: str) -> tuple[int, int, int, int]:
+    """What a request could have written for a session: last_seq, input_seq, items, events."""
+    session = aws.store.get_session(session_id)
+    return (
+        session.last_seq,
+        session.input_seq,
+        len(aws.store.list_items(session_id)),
+        len(aws.store.read_events(session_id, 0)),
+    )
+
+
+@pytest.fixture(scope="module")
+def session(aws: Stack, api: Api) -> dict[str, Any]:
+    """One idle session created through a bundle upload, shared by the read-only and bad-input tests."""
+    return _bundle_session(aws, api)
+
+
+def test_health(api: Api) -> None:
+    # When the health route is called
+    r = api.get("/health")
+    # Then it answers OK
+    assert (r.status, r.body) == (200, {"status": "ok"})
+
+
+def test_unknown_route_is_a_404_error(api: Api) -> None:
+    # When a path no route serves is called
+    r = api.get("/v1/nothing-here")
+    # Then the 404 has the error body too
+    assert r.status == 404
+    assert r.error()["code"] == "not_found"
+
+
+def test_bundle_upload_creates_agent_and_session(aws: Stack, api: Api) -> None:
+    # Given an agent YAML packed as a gzipped tar
+    name, yaml_text = aws.agent_yaml("bundle-model")
+    bundle = build_bundle({f"{name}.yaml": yaml_text})
+    agents_before = aws.count_agents()
+
+    # When it is uploaded as multipart (base64 body, as API Gateway delivers binary)
+    r = _upload(api, {"bundle": ("a.tar.gz", bundle, "application/gzip")}, {"metadata": "{}"})
+
+    # Then the agent and a session are created
+    assert r.status == 201, r.body
+    assert set(r.body) == {"session_id", "agent_id", "agent_name"}
+    assert r.body["agent_name"] == name
+    assert aws.count_agents() == agents_before + 1
+    agent = aws.store.get_agent(r.body["agent_id"])
+    assert agent.spec.executor.model == "bundle-model"
+    assert agent.spec.executor.auth is not None
+    assert agent.spec.executor.auth.api_key is not None
+    assert agent.spec.executor.auth.api_key.get_secret_value() == "mock-key"
+    created = aws.store.get_session(r.body["session_id"])
+    assert (created.agent_id, created.agent_name, created.status) == (agent.id, name, "idle")
+
+
+def test_json_create_returns_a_snapshot(aws: Stack, api: Api, session: dict[str, Any]) -> None:
+    # When a session is created for an existing agent with a JSON body
+    r = api.post_json(
+        "/v1/sessions", {"agent_id": session["agent_id"], "title": "json", "labels": {"k": "v"}}
+    )
+
+    # Then the answer is the new session's snapshot
+    assert r.status == 201, r.body
+    assert set(r.body) == SNAPSHOT_FIELDS
+    assert r.body["id"] != session["session_id"]
+    assert (r.body["agent_id"], r.body["agent_name"]) == (session["agent_id"], session["agent_name"])
+    assert (r.body["title"], r.body["labels"], r.body["status"]) == ("json", {"k": "v"}, "idle")
+    assert (r.body["items"], r.body["last_event_id"], r.body["runner_id"]) == ([], 0, "default")
+    assert r.body["runner_online"] is True
+
+
+@pytest.mark.parametrize("agent_id", [uuid.uuid4().hex, "not-an-id"])
+def test_unknown_agent_is_404(api: Api, agent_id: str) -> None:
+    # When a session is created for an agent that does not exist
+    r = api.post_json("/v1/sessions", {"agent_id": agent_id})
+    # Then it is not found
+    assert r.status == 404
+    err = r.error()
+    assert err["code"] == "not_found" and "Agent not found" in err["message"]
+
+
+def test_list_sessions_by_agent_name(aws: Stack, api: Api) -> None:
+    # Given two sessions of one agent, created in order
+    first = _bundle_session(aws, api)
+    second = api.post_json("/v1/sessions", {"agent_id": first["agent_id"]}).body
+
+    # When listing that agent's sessions
+    r = api.get("/v1/sessions", agent_name=first["agent_name"])
+
+    # Then both come back, newest first
+    assert r.status == 200
+    assert r.body["object"] == "list"
+    assert [s["id"] for s in r.body["data"]] == [second["id"], first["session_id"]]
+    assert (r.body["first_id"], r.body["last_id"], r.body["has_more"]) == (
+        second["id"],
+        first["session_id"],
+        False,
+    )
+    assert r.body["data"][0]["agent_name"] == first["agent_name"]
+    # And a limit pages them
+    page = api.get("/v1/sessions", agent_name=first["agent_name"], limit="1").body
+    assert ([s["id"] for s in page["data"]], page["has_more"]) == ([second["id"]], True)
+
+
+def test_get_session_snapshot(api: Api, session: dict[str, Any]) -> None:
+    # When the session is read
+    r = api.get(f"/v1/sessions/{session['session_id']}")
+    # Then every snapshot field is there
+    assert r.status == 200
+    assert set(r.body) == SNAPSHOT_FIELDS
+    assert r.body["id"] == session["session_id"] and r.body["object"] == "session"
+    assert (r.body["status"], r.body["last_event_id"], r.body["active_response_id"]) == ("idle", 0, None)
+    assert r.body["last_task_error"] is None and r.body["archived"] is False
+    assert r.headers.get("cache-control") == "no-store"
+    # And unknown or malformed ids are not found
+    assert api.get(f"/v1/sessions/{uuid.uuid4().hex}").error()["code"] == "not_found"
+    assert api.get("/v1/sessions/nope").status == 404
+
+
+def test_patch_runner(aws: Stack, api: Api, session: dict[str, Any]) -> None:
+    path = f"/v1/sessions/{session['session_id']}"
+    before = _written(aws, session["session_id"])
+
+    # When the runner is set to the registered one
+    ok = api.patch_json(path, {"runner_id": "default"})
+    # Then it is accepted
+    assert ok.status == 200, ok.body
+    assert ok.body["runner_id"] == "default"
+
+    # When it is set to an unknown runner
+    bad = api.patch_json(path, {"runner_id": "nope"})
+    # Then it is refused with the runner named
+    assert bad.status == 400
+    assert bad.error() == {"code": "invalid_input", "message": "runner 'nope' is not registered"}
+    assert aws.store.get_session(session["session_id"]).runner_id == "default"
+
+    # When an unknown field is patched
+    unknown = api.patch_json(path, {"color": "blue"})
+    # Then it is refused
+    assert unknown.status == 400
+    assert unknown.error()["code"] == "invalid_input"
+    assert _written(aws, session["session_id"]) == before
+
+
+def test_runners_routes(api: Api) -> None:
+    # When the runners are listed
+    r = api.get("/v1/runners")
+    # Then the deployment's one runner is online
+    assert r.status == 200
+    assert [(x["runner_id"], x["online"]) for x in r.body["data"]] == [("default", True)]
+    # And any runner's status answers (never 404)
+    assert api.get("/v1/runners/default/status").body == {"runner_id": "default", "online": True}
+    x = api.get("/v1/runners/x/status")
+    assert (x.status, x.body) == (200, {"runner_id": "x", "online": False})
+
+
+BAD_EVENTS = {
+    "unknown type": ({"type": "bogus", "data": {}}, 400),
+    "string content": ({"type": "message", "data": {"role": "user", "content": "hi"}}, 400),
+    "assistant role": ({"type": "message", "data": {"role": "assistant", "content": []}}, 400),
+    "extra field": ({"type": "message", "data": USER_MESSAGE, "surprise": 1}, 400),
+    "flat tool": (
+        {"type": "message", "data": USER_MESSAGE, "tools": [{"type": "function", "name": "read_file"}]},
+        400,
+    ),
+    "bad tool name": (
+        {
+            "type": "message",
+            "data": USER_MESSAGE,
+            "tools": [{"type": "function", "function": {"name": "read file!"}}],
+        },
+        400,
+    ),
+    "duplicate tools": (
+        {
+            "type": "message",
+            "data": USER_MESSAGE,
+            "tools": [{"type": "function", "function": {"name": "t"}}] * 2,
+        },
+        400,
+    ),
+    "tools not a list": ({"type": "message", "data": USER_MESSAGE, "tools": {"name": "t"}}, 400),
+    "output without call id": ({"type": "function_call_output", "data": {"output": "x"}}, 400),
+    "output for an unknown call": (
+        {"type": "function_call_output", "data": {"call_id": "call_nope", "output": "x"}},
+        404,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BAD_EVENTS, ids=list(BAD_EVENTS))
+def test_bad_events_are_refused_and_write_nothing(
+    aws: Stack, api: Api, session: dict[str, Any], case: str
+) -> None:
+    # Given an idle session
+    session_id = session["session_id"]
+    before = _written(aws, session_id)
+    event, status = BAD_EVENTS[case]
+
+    # When a bad event is posted
+    r = api.post_event(session_id, event)
+
+    # Then it is refused with an error body and nothing was written
+    assert r.status == status, r.body
+    err = r.error()
+    assert err["code"] == ("invalid_input" if status == 400 else "not_found")
+    assert _written(aws, session_id) == before
+    assert aws.store.get_session(session_id).status == "idle"
+
+
+def test_unknown_event_type_lists_the_allowed_ones(api: Api, session: dict[str, Any]) -> None:
+    # When an event of an unknown type is posted
+    r = api.post_event(session["session_id"], {"type": "bogus"})
+    # Then the error names it and lists every allowed type
+    assert r.status == 400
+    message = r.error()["message"]
+    assert "bogus" in message and "Allowed types" in message
+    for allowed in ("message", "function_call_output", "interrupt"):
+        assert f"'{allowed}'" in message
+
+
+@pytest.mark.parametrize(
+    ("body", "ctype"),
+    [("{not json", "application/json"), ("[1, 2]", "application/json"), ("", "application/json")],
+    ids=["malformed", "not an object", "empty"],
+)
+def test_bad_json_bodies_are_400(
+    aws: Stack, api: Api, session: dict[str, Any], body: str, ctype: str
+) -> None:
+    # Given an idle session
+    before = _written(aws, session["session_id"])
+    # When an event body that is not a JSON object is posted
+    r = api.call(
+        "POST", f"/v1/sessions/{session['session_id']}/events", headers={"content-type": ctype}, body=body
+    )
+    # Then it is refused and nothing was written
+    assert r.status == 400
+    assert r.error()["code"] == "invalid_input"
+    assert _written(aws, session["session_id"]) == before
+
+
+def test_events_for_an_unknown_session_are_404(api: Api) -> None:
+    # When a message is posted to a session that does not exist
+    r = api.post_event(uuid.uuid4().hex, {"type": "message", "data": USER_MESSAGE})
+    # Then it is not found
+    assert r.status == 404
+    assert r.error()["code"] == "not_found"
+
+
+def _bad_upload(case: str, name: str, yaml_text: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """``(files, fields)`` of a bad upload; the agent YAML itself is valid unless the case says not."""
+    good = {"bundle": ("a.tar.gz", build_bundle({f"{name}.yaml": yaml_text}), "application/gzip")}
+    if case == "spec without executor":
+        bad = build_bundle({f"{name}.yaml": f"name: {name}\n"})
+        return {"bundle": ("a.tar.gz", bad, "application/gzip")}, {"metadata": "{}"}
+    if case == "bundle not a tar":
+        return {"bundle": ("a.tar.gz", b"plain bytes", "application/gzip")}, {"metadata": "{}"}
+    if case == "bundle missing":
+        return {}, {"metadata": "{}"}
+    if case == "metadata missing":
+        return good, {}
+    if case == "metadata unknown key":
+        return good, {"metadata": json.dumps({"colour": "red"})}
+    if case == "metadata not json":
+        return good, {"metadata": "{"}
+    raise AssertionError(case)
+
+
+BAD_UPLOADS = [
+    "spec without executor",
+    "bundle not a tar",
+    "bundle missing",
+    "metadata missing",
+    "metadata unknown key",
+    "metadata not json",
+]
+
+
+@pytest.mark.parametrize("case", BAD_UPLOADS)
+def test_bad_uploads_store_no_agent(aws: Stack, api: Api, case: str) -> None:
+    # Given a bad upload
+    name, yaml_text = aws.agent_yaml("never-used")
+    files, fields = _bad_upload(case, name, yaml_text)
+    agents_before = aws.count_agents()
+
+    # When it is uploaded
+    r = _upload(api, files, fields)
+
+    # Then it is refused, and neither an agent nor a session was stored
+    assert r.status == 400, r.body
+    assert r.error()["code"] == "invalid_input"
+    assert aws.count_agents() == agents_before
+    assert api.get("/v1/sessions", agent_name=name).body["data"] == []
+
+
+def test_text_plain_create_is_415(aws: Stack, api: Api) -> None:
+    # When a session create arrives as text/plain
+    agents_before = aws.count_agents()
+    r = api.call("POST", "/v1/sessions", headers={"content-type": "text/plain"}, body="hello")
+    # Then the media type is refused and nothing was stored
+    assert r.status == 415
+    assert r.error()["code"] == "unsupported_media_type"
+    assert aws.count_agents() == agents_before
+
+
+def test_create_with_unknown_fields_is_400(api: Api, session: dict[str, Any]) -> None:
+    # When a JSON create carries a field the API does not know
+    r = api.post_json("/v1/sessions", {"agent_id": session["agent_id"], "colour": "red"})
+    # Then it is refused
+    assert r.status == 400
+    assert r.error()["code"] == "invalid_input"
