@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8080
 
-.PHONY: run test lint format bench clean
+.PHONY: run test lint format bench clean synth layer
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -36,9 +36,18 @@ format: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check --fix shared functions tests bench infra
 	$(VENV)/bin/ruff format shared functions tests bench infra
 
+## synth: the CDK app -> cdk.out/ (offline, no Docker; cdk-nag AwsSolutions checks included)
+synth: $(VENV)/.dev-installed
+	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(PY) infra/app.py
+	@echo "cdk.out/$$(ls cdk.out | grep -m1 '\.template\.json$$')"
+
+## layer: the Lambda dependencies layer (layers/build) as wheels for arm64 / Python 3.12
+layer: | $(PY)
+	$(PY) layers/build.py
+
 ## bench: turn latency on the local stack (not part of `make test`)
 bench: $(VENV)/.dev-installed
 	$(PY) bench/turn_latency.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache cdk.out
+	rm -rf $(VENV) .pytest_cache .ruff_cache cdk.out layers/build

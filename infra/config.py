@@ -1,0 +1,37 @@
+"""Deployment switches read from CDK context (``cdk.json`` or ``-c key=value``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from infra import constants as C
+
+if TYPE_CHECKING:
+    from constructs import Node
+
+
+def _truthy(value: object) -> bool:
+    return str(value).strip().lower() in {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """``prod``: keep data on delete (RETAIN + deletion protection); dev stacks tear down cleanly.
+
+    ``lwa_layer_version``: the Lambda Web Adapter layer version (its releases page lists one per
+    region and architecture). ``alarm_topic_arn``: optional SNS topic the alarms notify.
+    """
+
+    prod: bool = False
+    lwa_layer_version: int = C.LWA_DEFAULT_LAYER_VERSION
+    alarm_topic_arn: str | None = None
+
+    @classmethod
+    def from_context(cls, node: Node) -> StackConfig:
+        version = node.try_get_context(C.CTX_LWA_LAYER_VERSION)
+        return cls(
+            prod=_truthy(node.try_get_context(C.CTX_PROD) or False),
+            lwa_layer_version=int(version) if version is not None else C.LWA_DEFAULT_LAYER_VERSION,
+            alarm_topic_arn=node.try_get_context(C.CTX_ALARM_TOPIC_ARN) or None,
+        )

@@ -1,0 +1,56 @@
+"""Names, sizes and versions of the cloud stack, in one place.
+
+Pure Python (no CDK import), so ``layers/build.py`` can read the Lambda
+platform from here without starting jsii.
+"""
+
+from __future__ import annotations
+
+STACK_NAME = "Skyloop"
+SERVICE_NAME = "skyloop"  # POWERTOOLS_SERVICE_NAME and the metrics namespace
+
+# ---------------------------------------------------------------- Lambda platform
+# One Python version for the functions and the layer's wheels (pydantic-core is
+# a compiled wheel: the layer must be built for exactly this ABI).
+LAMBDA_PYTHON_VERSION = "3.12"
+LAYER_PLATFORM = "manylinux2014_aarch64"  # arm64 (Graviton): cheaper per GB-second
+LAYER_IMPLEMENTATION = "cp"
+
+# ---------------------------------------------------------------- context keys (cdk.json / -c)
+CTX_PROD = "prod"  # "true": RETAIN + deletion protection on stateful resources
+CTX_LWA_LAYER_VERSION = "lwaLayerVersion"
+CTX_ALARM_TOPIC_ARN = "alarmTopicArn"  # optional: an existing SNS topic the alarms notify
+
+# ---------------------------------------------------------------- Lambda Web Adapter
+LWA_LAYER_ACCOUNT = "753240598075"  # AWS's publishing account for the Lambda Web Adapter layers
+LWA_LAYER_NAME_ARM64 = "LambdaAdapterLayerArm64"
+LWA_DEFAULT_LAYER_VERSION = 25
+LWA_PORT = 8080  # run.sh binds uvicorn to $AWS_LWA_PORT
+LWA_READINESS_CHECK_PATH = "/healthz"
+
+# ---------------------------------------------------------------- environment
+ENV_REQUIRE_TOKEN = "true"  # the deployed API is never open (bearer tokens, checked in the functions)
+POWERTOOLS_LOG_LEVEL = "INFO"
+
+# ---------------------------------------------------------------- logs
+LOG_RETENTION = "ONE_MONTH"  # aws_logs.RetentionDays member (30 days): functions, turns, API access
+
+# ---------------------------------------------------------------- HTTP API
+API_THROTTLE_RATE_PER_S = 50
+API_THROTTLE_BURST = 100
+
+# ---------------------------------------------------------------- edge
+STREAM_PATH_PATTERN = "/v1/sessions/*/stream"
+# CloudFront signs function-URL requests (Origin Access Control) in the Authorization
+# header, replacing the viewer's. A viewer-request function copies the viewer's
+# Authorization into this header first, so the stream function can still read the
+# bearer token. CloudFront is the only way to the URL, so the header is trustworthy.
+STREAM_AUTH_HEADER = "x-skyloop-authorization"
+STREAM_ORIGIN_READ_TIMEOUT_S = 60  # SSE heartbeats every 15 s keep the origin connection busy
+API_ORIGIN_READ_TIMEOUT_S = 30  # the HTTP API's own integration limit
+
+# ---------------------------------------------------------------- alarms
+ALARM_PERIOD_MINUTES = 5
+FUNCTION_ERRORS_THRESHOLD = 1  # any unhandled error in 5 minutes
+THROTTLES_THRESHOLD = 1
+FAILED_EXECUTIONS_THRESHOLD = 1

@@ -1,0 +1,99 @@
+"""Infra fixtures: the CDK app synthesized once, offline, exactly as ``make synth`` runs it.
+
+``synth`` (session scope) runs ``python infra/app.py`` in a subprocess into a
+temporary cloud assembly, with cdk-nag attached as in production and the
+dependencies layer pointed at a missing folder, so the suite needs neither
+network nor a built layer (synth then uses the placeholder and warns). Test
+modules read the template, the validation report and the staged assets from it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from aws_cdk.assertions import Template
+
+ROOT = Path(__file__).resolve().parents[2]
+STACK_NAME = "Skyloop"
+
+# Set before the first `import aws_cdk` starts the jsii kernel (node reads them at start), as
+# infra/app.py does: silence the Node 20 end-of-life banner, skip construct stack traces, and skip
+# CDK's built-in template validation (slow, warnings only; test_checks runs cfn-lint instead).
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+os.environ.setdefault("CDK_DISABLE_STACK_TRACE", "1")
+os.environ.setdefault("CDK_VALIDATION", "false")
+
+
+@dataclass(frozen=True)
+class Synth:
+    outdir: Path
+    returncode: int
+    stderr: str
+    seconds: float
+
+    @property
+    def template_path(self) -> Path:
+        return self.outdir / f"{STACK_NAME}.template.json"
+
+    @property
+    def template(self) -> dict[str, Any]:
+        return json.loads(self.template_path.read_text())
+
+    @property
+    def validation_report(self) -> dict[str, Any]:
+        return json.loads((self.outdir / "validation-report.json").read_text())
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return json.loads((self.outdir / f"{STACK_NAME}.metadata.json").read_text())
+
+    def asset_dir(self, s3_key: str) -> Path:
+        return self.outdir / f"asset.{s3_key.removesuffix('.zip')}"
+
+
+@pytest.fixture(scope="session")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    env = {
+        **os.environ,
+        "CDK_OUTDIR": str(outdir),
+        "SKYLOOP_LAYER_DIR": str(outdir / "no-layer-here"),
+    }
+    env.pop("CDK_CONTEXT_JSON", None)  # the app reads cdk.json's context, as `cdk synth` would pass it
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "infra" / "app.py")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    result = Synth(outdir, proc.returncode, proc.stderr, time.perf_counter() - started)
+    print(f"\nsynth: {result.seconds:.1f} s (rc={proc.returncode})")
+    if not result.template_path.exists():
+        pytest.fail(f"synth wrote no template (rc={proc.returncode}):\n{proc.stderr[-4000:]}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def template_json(synth: Synth) -> dict[str, Any]:
+    return synth.template
+
+
+@pytest.fixture(scope="module")
+def template(template_json: dict[str, Any]) -> Template:
+    from aws_cdk.assertions import Template
+
+    return Template.from_json(template_json)

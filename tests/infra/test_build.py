@@ -1,0 +1,107 @@
+"""Building blocks without a full synth: assets, the layer build, permissions, the ASL for CloudFormation."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infra import assets, permissions
+from infra import constants as C
+from skyloop import manifest
+
+ROOT = manifest.PROJECT_ROOT
+
+
+def test_every_manifest_function_has_declared_access() -> None:
+    names = {f.name for f in manifest.FUNCTIONS}
+    assert set(permissions.TABLE_ACCESS) == names
+    assert set(permissions.TURN_ACCESS) <= names
+
+
+def test_a_function_without_declared_access_stops_synth(monkeypatch: pytest.MonkeyPatch) -> None:
+    import aws_cdk as cdk
+    from aws_cdk import aws_dynamodb as dynamodb
+
+    from infra.config import StackConfig
+    from infra.constructs.functions import Functions
+
+    # Given the manifest gains a function nobody gave table access to
+    monkeypatch.delitem(permissions.TABLE_ACCESS, "call_model")
+    stack = cdk.Stack(cdk.App())
+    table = dynamodb.Table.from_table_name(stack, "T", "t")
+    # Then building the functions fails and names it
+    with pytest.raises(ValueError, match="call_model"):
+        Functions(stack, "Functions", table=table, config=StackConfig())
+
+
+def test_runtime_matches_the_layer_python() -> None:
+    from infra.constructs.functions import RUNTIME
+
+    assert RUNTIME.name == f"python{C.LAMBDA_PYTHON_VERSION}"
+
+
+def test_staged_code_holds_handler_and_package() -> None:
+    spec = manifest.by_name("api")
+    staged = assets.stage_function(spec)
+    assert (staged / "handler.py").read_text() == spec.handler_file.read_text()
+    assert (staged / "skyloop" / "store" / "schema.py").is_file()
+    assert not (staged / "skyloop" / "local").exists()
+
+
+def test_layer_folder_is_used_when_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "python").mkdir()
+    monkeypatch.setenv(assets.LAYER_DIR_ENV, str(tmp_path))
+    assert assets.layer_dir() == (tmp_path, True)
+
+
+def test_missing_layer_falls_back_to_a_placeholder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(assets.LAYER_DIR_ENV, str(tmp_path / "missing"))
+    folder, built = assets.layer_dir()
+    assert built is False
+    assert (folder / "python").is_dir()
+
+
+def test_layer_build_installs_wheels_for_lambda_only() -> None:
+    # Given the build script in dry-run mode (no network)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "layers" / "build.py"), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.split()
+    # Then pip installs binary wheels for arm64 CPython 3.12 into layers/build/python
+    assert out[out.index("--platform") + 1] == "manylinux2014_aarch64"
+    assert "--only-binary=:all:" in out
+    assert out[out.index("--python-version") + 1] == C.LAMBDA_PYTHON_VERSION
+    assert out[out.index("--implementation") + 1] == "cp"
+    assert Path(out[out.index("-t") + 1]) == ROOT / "layers" / "build" / "python"
+    assert Path(out[out.index("-r") + 1]) == ROOT / "layers" / "requirements.txt"
+
+
+class TestCloudFormationDefinition:
+    """``${name}`` in a definition must be a substitution key; prose in comments is defused."""
+
+    @staticmethod
+    def _defuse(text: str, keys: set[str]) -> str:
+        from infra.constructs.turn_machine import cloudformation_definition
+
+        return cloudformation_definition(text, keys)
+
+    def test_known_placeholders_pass_unchanged(self) -> None:
+        text = (
+            '{"StartAt": "A", "States": {"A": {"Type": "Task", "Resource": "${AFunctionArn}", "End": true}}}'
+        )
+        assert self._defuse(text, {"AFunctionArn"}) == text
+
+    def test_prose_placeholders_in_comments_are_defused(self) -> None:
+        text = '{"Comment": "uses ${...FunctionArn}", "StartAt": "A", "States": {"A": {"Type": "Pass", "End": true}}}'
+        assert self._defuse(text, set()) == text.replace("${...FunctionArn}", "$(...FunctionArn)")
+
+    def test_unknown_placeholders_in_states_stop_synth(self) -> None:
+        text = '{"StartAt": "A", "States": {"A": {"Type": "Task", "Resource": "${Typo}", "End": true}}}'
+        with pytest.raises(ValueError, match="Typo"):
+            self._defuse(text, {"AFunctionArn"})

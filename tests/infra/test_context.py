@@ -1,0 +1,94 @@
+"""Context switches: ``prod`` keeps data, ``lwaLayerVersion`` picks the adapter, ``alarmTopicArn`` notifies.
+
+Builds the stack in-process once for this module, with production context, a
+concrete account and region, and cdk-nag attached (synth fails on any
+unacknowledged finding, so the fixture itself is the check for that env).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from infra import assets
+from infra import constants as C
+from infra.config import StackConfig
+from skyloop import manifest
+from tests.infra.helpers import function, one, resources
+
+TOPIC = "arn:aws:sns:eu-west-1:123456789012:skyloop-alarms"
+
+
+@pytest.fixture(scope="module")
+def prod_template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    import aws_cdk as cdk
+
+    from infra.stack import SkyloopStack, attach_nag
+
+    outdir = tmp_path_factory.mktemp("cdk.out.prod")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(assets.LAYER_DIR_ENV, str(outdir / "no-layer-here"))  # never copy a built layer
+        app = cdk.App(
+            outdir=str(outdir),
+            context={"prod": "true", "lwaLayerVersion": "27", "alarmTopicArn": TOPIC},
+        )
+        env = cdk.Environment(account="123456789012", region="eu-west-1")
+        stack = SkyloopStack(app, "SkyloopProd", env=env)
+        # cdk-nag again: with a concrete account and region, ARNs (and finding ids) render differently
+        attach_nag(app)
+        return app.synth().get_stack_by_name(stack.stack_name).template
+
+
+def test_context_values_are_parsed() -> None:
+    import aws_cdk as cdk
+
+    assert StackConfig.from_context(cdk.App().node) == StackConfig(
+        prod=False, lwa_layer_version=C.LWA_DEFAULT_LAYER_VERSION, alarm_topic_arn=None
+    )
+    node = cdk.App(context={"prod": "True", "lwaLayerVersion": "28"}).node
+    assert StackConfig.from_context(node) == StackConfig(prod=True, lwa_layer_version=28)
+    assert StackConfig.from_context(cdk.App(context={"prod": False}).node).prod is False
+
+
+def test_prod_keeps_the_table_and_protects_it(prod_template: dict[str, Any]) -> None:
+    _, table = one(prod_template, "AWS::DynamoDB::Table")
+    assert table["DeletionPolicy"] == "Retain"
+    assert table["UpdateReplacePolicy"] == "Retain"
+    assert table["Properties"]["DeletionProtectionEnabled"] is True
+
+
+def test_prod_keeps_logs(prod_template: dict[str, Any]) -> None:
+    groups = resources(prod_template, "AWS::Logs::LogGroup").values()
+    assert {g["DeletionPolicy"] for g in groups} == {"Retain"}
+
+
+def test_lwa_layer_version_and_region_come_from_context(prod_template: dict[str, Any]) -> None:
+    spec = next(f for f in manifest.FUNCTIONS if f.streaming)
+    layers = function(prod_template, spec.name)[1]["Properties"]["Layers"]
+    joined = [
+        "".join("aws" if p == {"Ref": "AWS::Partition"} else p for p in layer["Fn::Join"][1])
+        for layer in layers
+        if "Fn::Join" in layer
+    ]
+    assert joined == [f"arn:aws:lambda:eu-west-1:{C.LWA_LAYER_ACCOUNT}:layer:LambdaAdapterLayerArm64:27"]
+
+
+def test_alarms_notify_the_topic_from_context(prod_template: dict[str, Any]) -> None:
+    alarms = [a["Properties"] for a in resources(prod_template, "AWS::CloudWatch::Alarm").values()]
+    assert alarms
+    for alarm in alarms:
+        assert alarm["AlarmActions"] == [TOPIC]
+        assert alarm["OKActions"] == [TOPIC]
+
+
+def test_app_reads_cdk_json_context_without_the_cli(monkeypatch: pytest.MonkeyPatch) -> None:
+    from infra.app import default_context
+
+    monkeypatch.delenv("CDK_CONTEXT_JSON", raising=False)
+    context = json.loads((manifest.PROJECT_ROOT / "cdk.json").read_text())["context"]
+    assert default_context() == context
+    # And under the CDK CLI, which passes cdk.json and -c values itself, it adds nothing
+    monkeypatch.setenv("CDK_CONTEXT_JSON", "{}")
+    assert default_context() == {}

@@ -1,0 +1,558 @@
+"""Template assertions: every part of the cloud stack, read from the synthesized template.
+
+The function list, memory and timeouts come from ``skyloop.manifest``, the
+table from ``skyloop.store.schema`` and the state machine from
+``infra/turn.asl.json``: the same sources the local stack reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from infra import constants as C
+from infra import permissions
+from skyloop import manifest
+from skyloop.settings import Settings
+from skyloop.store import schema
+from tests.infra.helpers import (
+    actions,
+    as_list,
+    by_prefix,
+    function,
+    one,
+    resources,
+    role_statements,
+    statements_with,
+)
+
+Template = dict[str, Any]
+CACHING_DISABLED = "4135ea2d-6df8-44a3-9df3-4b5a84be39ad"  # managed CachePolicy
+ALL_VIEWER_EXCEPT_HOST_HEADER = "b689b0a8-53d0-40ab-baf2-68738e2966ac"  # managed OriginRequestPolicy
+STEP_FUNCTIONS = [f for f in manifest.FUNCTIONS if f.asl_key]
+WRITE_ACTIONS = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
+
+
+def _table_id(t: Template) -> str:
+    return one(t, "AWS::DynamoDB::Table")[0]
+
+
+def _machine_id(t: Template) -> str:
+    return one(t, "AWS::StepFunctions::StateMachine")[0]
+
+
+def _role_of(t: Template, name: str) -> str:
+    return function(t, name)[1]["Properties"]["Role"]["Fn::GetAtt"][0]
+
+
+# ------------------------------------------------------------------------------- data
+def test_table_mirrors_the_shared_schema(template_json: Template) -> None:
+    # Given the key schema the local stack creates on moto
+    expected = schema.create_table_kwargs("x")
+    # When the table is read from the template
+    _, table = one(template_json, "AWS::DynamoDB::Table")
+    props = table["Properties"]
+    # Then keys, attribute types and both GSIs (ALL projection) are the same
+    assert props["KeySchema"] == expected["KeySchema"]
+    assert sorted(props["AttributeDefinitions"], key=lambda a: a["AttributeName"]) == sorted(
+        expected["AttributeDefinitions"], key=lambda a: a["AttributeName"]
+    )
+    assert props["GlobalSecondaryIndexes"] == expected["GlobalSecondaryIndexes"]
+    assert [g["IndexName"] for g in props["GlobalSecondaryIndexes"]] == list(schema.GSIS)
+
+
+def test_table_is_on_demand_with_ttl_and_point_in_time_recovery(template_json: Template) -> None:
+    _, table = one(template_json, "AWS::DynamoDB::Table")
+    props = table["Properties"]
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["TimeToLiveSpecification"] == {"AttributeName": schema.TTL_ATTRIBUTE, "Enabled": True}
+    assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+
+
+def test_dev_stack_tears_down_cleanly(template_json: Template) -> None:
+    # Given the default context (prod=false in cdk.json)
+    _, table = one(template_json, "AWS::DynamoDB::Table")
+    # Then the table and the log groups go with the stack
+    assert table["DeletionPolicy"] == "Delete"
+    assert table["Properties"]["DeletionProtectionEnabled"] is False
+    assert {r["DeletionPolicy"] for r in resources(template_json, "AWS::Logs::LogGroup").values()} == {
+        "Delete"
+    }
+
+
+# -------------------------------------------------------------------------- functions
+def test_functions_are_exactly_the_manifest(template_json: Template) -> None:
+    found = resources(template_json, "AWS::Lambda::Function")
+    assert len(found) == len(manifest.FUNCTIONS)
+    assert {function(template_json, f.name)[0] for f in manifest.FUNCTIONS} == set(found)
+
+
+@pytest.mark.parametrize("spec", manifest.FUNCTIONS, ids=lambda f: f.name)
+def test_function_matches_its_manifest_entry(template_json: Template, spec: manifest.FunctionSpec) -> None:
+    _, fn = function(template_json, spec.name)
+    props = fn["Properties"]
+    assert props["Handler"] == spec.handler
+    assert props["MemorySize"] == spec.memory_mb
+    assert props["Timeout"] == spec.timeout_s
+    assert props["Description"] == spec.description
+    assert props["Runtime"] == f"python{C.LAMBDA_PYTHON_VERSION}"
+    assert props["Architectures"] == ["arm64"]
+    assert props["TracingConfig"] == {"Mode": "Active"}
+
+
+@pytest.mark.parametrize("spec", manifest.FUNCTIONS, ids=lambda f: f.name)
+def test_function_environment(template_json: Template, spec: manifest.FunctionSpec) -> None:
+    _, fn = function(template_json, spec.name)
+    env = fn["Properties"]["Environment"]["Variables"]
+    # Then the settings every function reads, auth always on, and Powertools configured
+    assert env["SKYLOOP_TABLE_NAME"] == {"Ref": _table_id(template_json)}
+    assert env["SKYLOOP_REQUIRE_TOKEN"] == "true"
+    assert env["POWERTOOLS_SERVICE_NAME"] == C.SERVICE_NAME
+    assert env["POWERTOOLS_METRICS_NAMESPACE"] == C.SERVICE_NAME
+    assert env["POWERTOOLS_LOG_LEVEL"] == C.POWERTOOLS_LOG_LEVEL
+    # And every SKYLOOP_ variable is one skyloop.settings knows (no typo goes unnoticed)
+    known = {f.alias for f in Settings.model_fields.values()}
+    assert {k for k in env if k.startswith("SKYLOOP_")} <= known
+    # And only the API starts and stops turns
+    if spec.name in {n for n, a in permissions.TURN_ACCESS.items() if "start" in a}:
+        assert env["SKYLOOP_STATE_MACHINE_ARN"] == {"Ref": _machine_id(template_json)}
+    else:
+        assert "SKYLOOP_STATE_MACHINE_ARN" not in env
+
+
+@pytest.mark.parametrize("spec", manifest.FUNCTIONS, ids=lambda f: f.name)
+def test_function_logs_to_its_own_group_with_retention(
+    template_json: Template, spec: manifest.FunctionSpec
+) -> None:
+    _, fn = function(template_json, spec.name)
+    group_id = fn["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+    group = template_json["Resources"][group_id]
+    assert group["Type"] == "AWS::Logs::LogGroup"
+    assert group["Properties"]["RetentionInDays"] == 30
+    # And its role may write there and nowhere else in CloudWatch Logs
+    logs = [
+        s for s in role_statements(template_json, _role_of(template_json, spec.name)) if "logs:" in str(s)
+    ]
+    assert logs == [
+        {
+            "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+            "Effect": "Allow",
+            "Resource": {"Fn::GetAtt": [group_id, "Arn"]},
+        }
+    ]
+
+
+def test_dependencies_come_from_one_arm64_layer(template_json: Template, synth: Any) -> None:
+    layer_id, layer = one(template_json, "AWS::Lambda::LayerVersion")
+    assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
+    assert layer["Properties"]["CompatibleRuntimes"] == [f"python{C.LAMBDA_PYTHON_VERSION}"]
+    for spec in manifest.FUNCTIONS:
+        assert {"Ref": layer_id} in function(template_json, spec.name)[1]["Properties"]["Layers"]
+    # And with no layer built, synth still works on a placeholder and says so
+    assert "placeholder layer" in synth.stderr
+
+
+@pytest.mark.parametrize("spec", manifest.FUNCTIONS, ids=lambda f: f.name)
+def test_function_code_is_the_entry_point_plus_the_package(synth: Any, spec: manifest.FunctionSpec) -> None:
+    # Given the asset the template points at
+    _, fn = function(synth.template, spec.name)
+    code = synth.asset_dir(fn["Properties"]["Code"]["S3Key"])
+    # Then the handler sits at the root next to the skyloop package (no Docker bundling)
+    assert (code / spec.handler_file.name).is_file()
+    assert (code / "skyloop" / "__init__.py").is_file()
+    assert (code / "skyloop" / "manifest.py").is_file()
+    # And development-only parts of the package stay out
+    assert not (code / "skyloop" / "local").exists()
+    assert not (code / "skyloop" / "mockllm").exists()
+    assert not list(code.rglob("__pycache__"))
+    if spec.handler.endswith(".sh"):
+        assert (code / spec.handler).stat().st_mode & 0o111, "run.sh must stay executable"
+
+
+IMPORT_CHECK = """
+import importlib, importlib.util, json, sys
+for directory, target in json.loads(sys.argv[1]):
+    for name in [m for m in sys.modules if m in ("skyloop", "handler") or m.startswith("skyloop.")]:
+        del sys.modules[name]
+    sys.path.insert(0, directory)
+    module, _, attr = target.rpartition(":")
+    if module.endswith(".py"):
+        spec = importlib.util.spec_from_file_location("handler", f"{directory}/{module}")
+        loaded = importlib.util.module_from_spec(spec)
+        sys.modules["handler"] = loaded
+        spec.loader.exec_module(loaded)
+    else:
+        loaded = importlib.import_module(module)
+    assert callable(getattr(loaded, attr)), target
+    assert sys.modules["skyloop"].__file__.startswith(directory), sys.modules["skyloop"].__file__
+    sys.path.remove(directory)
+"""
+
+
+def test_function_code_imports_on_its_own(synth: Any) -> None:
+    # Given each function's staged code (its own skyloop copy first on sys.path, as in Lambda)
+    targets = []
+    for spec in manifest.FUNCTIONS:
+        code = synth.asset_dir(function(synth.template, spec.name)[1]["Properties"]["Code"]["S3Key"])
+        if spec.handler.endswith(".sh"):  # run.sh serves an ASGI app: "module:attribute"
+            match = re.search(r"\b([a-z_][\w.]*):([a-z_]\w*)\b", (code / spec.handler).read_text())
+            assert match, "run.sh names no ASGI app"
+            targets.append([str(code), f"{match[1]}:{match[2]}"])
+        else:
+            module, attr = spec.handler.rsplit(".", 1)
+            targets.append([str(code), f"{module}.py:{attr}"])
+    # When every entry point is imported in a fresh interpreter
+    env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "SKYLOOP_TABLE_NAME": "t"}
+    proc = subprocess.run(
+        [sys.executable, "-c", IMPORT_CHECK, json.dumps(targets)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    # Then none needs the parts of the package left out (local stack, mock model)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+# -------------------------------------------------------------------------------- IAM
+def test_roles_have_no_managed_policies(template_json: Template) -> None:
+    for spec in manifest.FUNCTIONS:
+        role = template_json["Resources"][_role_of(template_json, spec.name)]
+        assert "ManagedPolicyArns" not in role["Properties"], spec.name
+
+
+@pytest.mark.parametrize("spec", manifest.FUNCTIONS, ids=lambda f: f.name)
+def test_table_access_is_as_declared(template_json: Template, spec: manifest.FunctionSpec) -> None:
+    statements = role_statements(template_json, _role_of(template_json, spec.name))
+    granted = actions(statements)
+    table_arn = {"Fn::GetAtt": [_table_id(template_json), "Arn"]}
+    assert "dynamodb:GetItem" in granted and "dynamodb:Query" in granted
+    for s in statements_with(statements, "dynamodb:GetItem"):
+        assert table_arn in as_list(s["Resource"])
+    if permissions.TABLE_ACCESS[spec.name] == "read_write":
+        assert granted >= WRITE_ACTIONS
+    else:
+        assert not granted & WRITE_ACTIONS
+
+
+@pytest.mark.parametrize("spec", manifest.FUNCTIONS, ids=lambda f: f.name)
+def test_turn_access_is_as_declared(template_json: Template, spec: manifest.FunctionSpec) -> None:
+    granted = {a for a in actions(role_statements(template_json, _role_of(template_json, spec.name)))}
+    states = {a for a in granted if a.startswith("states:")}
+    declared = permissions.TURN_ACCESS.get(spec.name, ())
+    expected = {
+        {
+            "start": "states:StartExecution",
+            "stop": "states:StopExecution",
+            "resume": "states:SendTaskSuccess",
+        }[a]
+        for a in declared
+    }
+    assert states == expected
+
+
+def test_api_turn_grants_target_this_machine(template_json: Template) -> None:
+    machine = {"Ref": _machine_id(template_json)}
+    statements = role_statements(template_json, _role_of(template_json, "api"))
+    assert statements_with(statements, "states:StartExecution")[0]["Resource"] == machine
+    assert statements_with(statements, "states:SendTaskSuccess")[0]["Resource"] == machine
+    stop = json.dumps(statements_with(statements, "states:StopExecution")[0]["Resource"])
+    assert ":execution:" in stop and _machine_id(template_json) in stop
+    # the parked step resumes its own turn through a policy of its own (no dependency cycle)
+    resume = statements_with(
+        role_statements(template_json, _role_of(template_json, "await_client")), "states:SendTaskSuccess"
+    )
+    assert resume[0]["Resource"] == machine
+
+
+# Actions that support no resource-level permissions: the only ones allowed on "*" (see the
+# IAM5[Resource::*] acknowledgments in infra/stack.py).
+TRACING = {
+    "xray:PutTraceSegments",
+    "xray:PutTelemetryRecords",
+    "xray:GetSamplingRules",
+    "xray:GetSamplingTargets",
+}
+LOG_DELIVERY = {
+    "logs:CreateLogDelivery",
+    "logs:GetLogDelivery",
+    "logs:UpdateLogDelivery",
+    "logs:DeleteLogDelivery",
+    "logs:ListLogDeliveries",
+    "logs:PutResourcePolicy",
+    "logs:DescribeResourcePolicies",
+    "logs:DescribeLogGroups",
+}
+
+
+def test_wildcard_resources_carry_only_tracing_and_log_delivery(template_json: Template) -> None:
+    machine_role = one(template_json, "AWS::StepFunctions::StateMachine")[1]["Properties"]["RoleArn"]
+    # Given every policy in the stack
+    for policy_id, policy in resources(template_json, "AWS::IAM::Policy").items():
+        allowed = TRACING | (
+            LOG_DELIVERY if {"Ref": machine_role["Fn::GetAtt"][0]} in policy["Properties"]["Roles"] else set()
+        )
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]:
+            # Then "*" only ever carries actions that cannot be scoped
+            if s["Resource"] == "*":
+                assert set(as_list(s["Action"])) <= allowed, policy_id
+
+
+# ------------------------------------------------------------------------ turn engine
+def test_state_machine_is_standard_with_logging_and_tracing(template_json: Template) -> None:
+    _, machine = one(template_json, "AWS::StepFunctions::StateMachine")
+    props = machine["Properties"]
+    assert props["StateMachineType"] == "STANDARD"
+    assert props["TracingConfiguration"] == {"Enabled": True}
+    logging = props["LoggingConfiguration"]
+    assert logging["Level"] in {"ALL", "ERROR"}
+    group_id = logging["Destinations"][0]["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0]
+    assert template_json["Resources"][group_id]["Properties"]["RetentionInDays"] == 30
+
+
+def test_state_machine_definition_is_the_shared_asl_file(template_json: Template) -> None:
+    # Given the definition and substitutions in the template
+    _, machine = one(template_json, "AWS::StepFunctions::StateMachine")
+    props = machine["Properties"]
+    subs = props["DefinitionSubstitutions"]
+    # Then each ${...FunctionArn} placeholder maps to the ARN of the manifest's function
+    arn_of = {f.name: f"<{function(template_json, f.name)[0]}.Arn>" for f in STEP_FUNCTIONS}
+    assert set(subs) == set(manifest.asl_substitutions(arn_of))
+    for f in STEP_FUNCTIONS:
+        assert subs[f"{f.asl_key}FunctionArn"] == {"Fn::GetAtt": [function(template_json, f.name)[0], "Arn"]}
+    # And substituting them gives the file the local stack runs, state for state
+    deployed = props["DefinitionString"]
+    for key, value in subs.items():
+        deployed = deployed.replace("${" + key + "}", f"<{value['Fn::GetAtt'][0]}.Arn>")
+    deployed_asl = json.loads(deployed)
+    local_asl = json.loads(manifest.render_asl(arn_of))
+    assert deployed_asl["States"] == local_asl["States"]
+    assert {k: v for k, v in deployed_asl.items() if k != "Comment"} == {
+        k: v for k, v in local_asl.items() if k != "Comment"
+    }
+    # And no execution timeout: it would skip Catch -> FailTurn and strand the session "running"
+    assert "TimeoutSeconds" not in deployed_asl
+    # And no placeholder is left for CloudFormation to trip over (prose ones are defused)
+    assert "${" not in deployed
+    assert deployed_asl["Comment"] == re.sub(r"\$\{([^}]*)\}", r"$(\1)", local_asl["Comment"])
+
+
+def test_every_task_retries_transient_lambda_errors(template_json: Template) -> None:
+    _, machine = one(template_json, "AWS::StepFunctions::StateMachine")
+    asl = json.loads(machine["Properties"]["DefinitionString"])
+    tasks = {n: s for n, s in asl["States"].items() if s["Type"] == "Task"}
+    assert len(tasks) == len(STEP_FUNCTIONS)
+    for name, state in tasks.items():
+        retried = {e for r in state.get("Retry", []) for e in r["ErrorEquals"]}
+        assert {"Lambda.ServiceException", "Lambda.TooManyRequestsException"} <= retried, name
+
+
+def test_machine_invokes_exactly_its_step_functions(template_json: Template) -> None:
+    _, machine = one(template_json, "AWS::StepFunctions::StateMachine")
+    role_id = machine["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+    invoke = statements_with(role_statements(template_json, role_id), "lambda:InvokeFunction")
+    assert len(invoke) == 1
+    assert sorted(invoke[0]["Resource"], key=str) == sorted(
+        ({"Fn::GetAtt": [function(template_json, f.name)[0], "Arn"]} for f in STEP_FUNCTIONS), key=str
+    )
+
+
+# -------------------------------------------------------------------------------- API
+def test_http_api_sends_every_route_to_the_api_function(template_json: Template) -> None:
+    api_id, api = one(template_json, "AWS::ApiGatewayV2::Api")
+    assert api["Properties"]["ProtocolType"] == "HTTP"
+    _, route = one(template_json, "AWS::ApiGatewayV2::Route")
+    assert route["Properties"]["RouteKey"] == "$default"
+    integration_id, integration = one(template_json, "AWS::ApiGatewayV2::Integration")
+    assert route["Properties"]["Target"] == {"Fn::Join": ["", ["integrations/", {"Ref": integration_id}]]}
+    assert integration["Properties"]["IntegrationType"] == "AWS_PROXY"
+    assert integration["Properties"]["PayloadFormatVersion"] == "2.0"
+    api_fn = function(template_json, "api")[0]
+    assert integration["Properties"]["IntegrationUri"] == {"Fn::GetAtt": [api_fn, "Arn"]}
+    permission = [
+        p
+        for p in resources(template_json, "AWS::Lambda::Permission").values()
+        if p["Properties"]["Principal"] == "apigateway.amazonaws.com"
+    ]
+    assert len(permission) == 1
+    assert permission[0]["Properties"]["FunctionName"] == {"Fn::GetAtt": [api_fn, "Arn"]}
+    assert {"Ref": api_id} in permission[0]["Properties"]["SourceArn"]["Fn::Join"][1]
+
+
+def test_api_stage_throttles_and_writes_access_logs(template_json: Template) -> None:
+    _, stage = one(template_json, "AWS::ApiGatewayV2::Stage")
+    props = stage["Properties"]
+    assert props["StageName"] == "$default" and props["AutoDeploy"] is True
+    assert props["DefaultRouteSettings"] == {
+        "ThrottlingBurstLimit": C.API_THROTTLE_BURST,
+        "ThrottlingRateLimit": C.API_THROTTLE_RATE_PER_S,
+    }
+    access = props["AccessLogSettings"]
+    group_id = access["DestinationArn"]["Fn::GetAtt"][0]
+    assert template_json["Resources"][group_id]["Type"] == "AWS::Logs::LogGroup"
+    assert json.loads(access["Format"])["requestId"] == "$context.requestId"
+
+
+# ----------------------------------------------------------------------------- stream
+def test_stream_function_runs_behind_the_web_adapter(template_json: Template) -> None:
+    spec = next(f for f in manifest.FUNCTIONS if f.streaming)
+    _, fn = function(template_json, spec.name)
+    props = fn["Properties"]
+    assert props["Handler"] == "run.sh"
+    env = props["Environment"]["Variables"]
+    assert env["AWS_LAMBDA_EXEC_WRAPPER"] == "/opt/bootstrap"
+    assert env["AWS_LWA_INVOKE_MODE"] == "response_stream"
+    assert env["AWS_LWA_PORT"] == str(C.LWA_PORT)
+    assert env["AWS_LWA_READINESS_CHECK_PATH"] == "/healthz"
+    # And the adapter layer is AWS's arm64 build, in the stack's region, at cdk.json's version
+    lwa = [layer for layer in props["Layers"] if "Fn::Join" in layer]
+    assert len(lwa) == 1
+    arn = "".join(p if isinstance(p, str) else json.dumps(p) for p in lwa[0]["Fn::Join"][1])
+    context = json.loads((manifest.PROJECT_ROOT / "cdk.json").read_text())["context"]
+    assert arn.endswith(f":{C.LWA_LAYER_ACCOUNT}:layer:LambdaAdapterLayerArm64:{context['lwaLayerVersion']}")
+    assert '{"Ref": "AWS::Region"}' in arn
+
+
+def test_stream_url_streams_and_only_cloudfront_may_call_it(template_json: Template) -> None:
+    spec = next(f for f in manifest.FUNCTIONS if f.streaming)
+    fn_id, _ = function(template_json, spec.name)
+    url_id, url = one(template_json, "AWS::Lambda::Url")
+    assert url["Properties"] == {
+        "AuthType": "AWS_IAM",
+        "InvokeMode": "RESPONSE_STREAM",
+        "TargetFunctionArn": {"Fn::GetAtt": [fn_id, "Arn"]},
+    }
+    distribution_id, _ = one(template_json, "AWS::CloudFront::Distribution")
+    grants = [
+        p["Properties"]
+        for p in resources(template_json, "AWS::Lambda::Permission").values()
+        if p["Properties"]["FunctionName"]
+        in ({"Fn::GetAtt": [url_id, "FunctionArn"]}, {"Fn::GetAtt": [fn_id, "Arn"]})
+    ]
+    assert {g["Action"] for g in grants} == {"lambda:InvokeFunctionUrl", "lambda:InvokeFunction"}
+    for grant in grants:
+        assert grant["Principal"] == "cloudfront.amazonaws.com"
+        assert {"Ref": distribution_id} in grant["SourceArn"]["Fn::Join"][1]
+
+
+# ------------------------------------------------------------------------------- edge
+def _behaviors(template_json: Template) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    _, distribution = one(template_json, "AWS::CloudFront::Distribution")
+    config = distribution["Properties"]["DistributionConfig"]
+    (stream,) = config["CacheBehaviors"]
+    return config, config["DefaultCacheBehavior"], stream
+
+
+def _origin(config: dict[str, Any], behavior: dict[str, Any]) -> dict[str, Any]:
+    (origin,) = [o for o in config["Origins"] if o["Id"] == behavior["TargetOriginId"]]
+    return origin
+
+
+def test_edge_routes_streams_to_the_function_url_and_the_rest_to_the_api(template_json: Template) -> None:
+    config, default, stream = _behaviors(template_json)
+    api_id, _ = one(template_json, "AWS::ApiGatewayV2::Api")
+    url_id, _ = one(template_json, "AWS::Lambda::Url")
+    oac_id, oac = one(template_json, "AWS::CloudFront::OriginAccessControl")
+    # The default behavior goes to the HTTP API's execute-api domain
+    api_origin = _origin(config, default)
+    assert api_origin["DomainName"]["Fn::Join"][1][:2] == [{"Ref": api_id}, ".execute-api."]
+    assert "OriginAccessControlId" not in api_origin
+    # The stream path goes to the function URL, signed by Origin Access Control
+    assert stream["PathPattern"] == "/v1/sessions/*/stream"
+    stream_origin = _origin(config, stream)
+    assert {"Fn::GetAtt": [url_id, "FunctionUrl"]} in stream_origin["DomainName"]["Fn::Select"][1][
+        "Fn::Split"
+    ]
+    assert stream_origin["OriginAccessControlId"] == {"Fn::GetAtt": [oac_id, "Id"]}
+    assert oac["Properties"]["OriginAccessControlConfig"] == {
+        "Name": oac["Properties"]["OriginAccessControlConfig"]["Name"],
+        "OriginAccessControlOriginType": "lambda",
+        "SigningBehavior": "always",
+        "SigningProtocol": "sigv4",
+    }
+    assert api_origin["CustomOriginConfig"]["OriginReadTimeout"] == C.API_ORIGIN_READ_TIMEOUT_S
+    assert stream_origin["CustomOriginConfig"]["OriginReadTimeout"] == C.STREAM_ORIGIN_READ_TIMEOUT_S
+    for origin in config["Origins"]:
+        assert origin["CustomOriginConfig"]["OriginProtocolPolicy"] == "https-only"
+        assert origin["CustomOriginConfig"]["OriginSSLProtocols"] == ["TLSv1.2"]
+
+
+def test_edge_caches_nothing_and_forwards_methods_and_headers(template_json: Template) -> None:
+    _, default, stream = _behaviors(template_json)
+    for behavior in (default, stream):
+        assert behavior["ViewerProtocolPolicy"] == "https-only"
+        assert behavior["CachePolicyId"] == CACHING_DISABLED
+        # all viewer headers but Host: Authorization and Last-Event-ID reach the functions
+        assert behavior["OriginRequestPolicyId"] == ALL_VIEWER_EXCEPT_HOST_HEADER
+        assert set(behavior["AllowedMethods"]) == {"GET", "HEAD", "OPTIONS", "PUT", "PATCH", "POST", "DELETE"}
+        assert behavior["Compress"] is False
+
+
+def test_stream_behavior_keeps_the_bearer_token_past_origin_signing(template_json: Template) -> None:
+    _, _, stream = _behaviors(template_json)
+    fn_id, fn = one(template_json, "AWS::CloudFront::Function")
+    assert stream["FunctionAssociations"] == [
+        {"EventType": "viewer-request", "FunctionARN": {"Fn::GetAtt": [fn_id, "FunctionARN"]}}
+    ]
+    assert fn["Properties"]["FunctionConfig"]["Runtime"] == "cloudfront-js-2.0"
+    assert C.STREAM_AUTH_HEADER in fn["Properties"]["FunctionCode"]
+
+
+# ------------------------------------------------------------------------- operations
+def test_outputs_name_the_endpoint_table_and_state_machine(template_json: Template) -> None:
+    outputs = template_json["Outputs"]
+    distribution_id, _ = one(template_json, "AWS::CloudFront::Distribution")
+    assert outputs["EndpointUrl"]["Value"] == {
+        "Fn::Join": ["", ["https://", {"Fn::GetAtt": [distribution_id, "DomainName"]}]]
+    }
+    assert outputs["TableName"]["Value"] == {"Ref": _table_id(template_json)}
+    assert outputs["StateMachineArn"]["Value"] == {"Ref": _machine_id(template_json)}
+
+
+def _alarms(template_json: Template) -> list[dict[str, Any]]:
+    return [a["Properties"] for a in resources(template_json, "AWS::CloudWatch::Alarm").values()]
+
+
+def test_alarm_on_failed_turns(template_json: Template) -> None:
+    machine = {"Ref": _machine_id(template_json)}
+    failed = [
+        a
+        for a in _alarms(template_json)
+        if a["Namespace"] == "AWS/States" and a["MetricName"] == "ExecutionsFailed"
+    ]
+    assert len(failed) == 1
+    assert failed[0]["Dimensions"] == [{"Name": "StateMachineArn", "Value": machine}]
+    assert failed[0]["Threshold"] == C.FAILED_EXECUTIONS_THRESHOLD
+    assert failed[0]["TreatMissingData"] == "notBreaching"
+
+
+@pytest.mark.parametrize("metric", ["Errors", "Throttles"])
+def test_alarm_on_errors_and_throttles_of_every_function(template_json: Template, metric: str) -> None:
+    watched = [
+        a["Dimensions"][0]["Value"]
+        for a in _alarms(template_json)
+        if a["Namespace"] == "AWS/Lambda" and a["MetricName"] == metric
+    ]
+    assert sorted(watched, key=str) == sorted(
+        ({"Ref": function(template_json, f.name)[0]} for f in manifest.FUNCTIONS), key=str
+    )
+
+
+def test_dashboard_shows_turns_functions_api_and_table(template_json: Template) -> None:
+    _, dashboard = one(template_json, "AWS::CloudWatch::Dashboard")
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    for needle in ("ExecutionsFailed", "AWS/Lambda", "AWS/ApiGateway", "AWS/DynamoDB", "AWS/CloudFront"):
+        assert needle in body, needle
+
+
+def test_alarm_topic_is_optional(template_json: Template) -> None:
+    # Given no alarmTopicArn in cdk.json, alarms have no actions (they still show on the dashboard)
+    assert all("AlarmActions" not in a for a in _alarms(template_json))
+    by_prefix(template_json, "AWS::CloudWatch::Dashboard", "MonitoringDashboard")
