@@ -248,3 +248,325 @@ def get_session_snapshot(http_client: httpx.Client, session_id: str) -> dict[str
     resp = http_client.get(f"/v1/sessions/{session_id}")
     resp.raise_for_status()
     return dict(resp.json())
+
+
+# ------------------------------------------------- stream watcher and event helpers (client calls,
+# failures, history, agents). Imports are local so this block can be appended without touching the top.
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+ECHO_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "Echo",
+        "description": "Echo the given text back.",
+        "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    },
+}
+
+
+def unique(prefix: str) -> str:
+    import uuid
+
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def message_event(text: str, tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "type": "message",
+        "data": {"role": "user", "content": [{"type": "input_text", "text": text}]},
+    }
+    if tools is not None:
+        body["tools"] = tools
+    return body
+
+
+def output_event(call_id: str, output: str) -> dict[str, Any]:
+    return {"type": "function_call_output", "data": {"call_id": call_id, "output": output}}
+
+
+def new_mock_agent_session(
+    http_client: httpx.Client,
+    mock_llm_server_url: str,
+    prefix: str,
+    responses: list[dict[str, Any]],
+    *,
+    extra: dict[str, Any] | None = None,
+) -> tuple[str, str, str]:
+    """Upload a uniquely named agent whose model key is scripted with ``responses``.
+
+    Returns ``(agent_id, model, session_id)``; the session is the idle one the upload created,
+    bound to the default runner.
+    """
+    name = unique(prefix)
+    model = f"mock-{name}"
+    configure_mock_llm(mock_llm_server_url, responses, key=model)
+    executor = {
+        "harness": "openai-agents",
+        "model": model,
+        "profile": "",
+        "auth": {"type": "api_key", "api_key": "mock-key", "base_url": f"{mock_llm_server_url}/v1"},
+    }
+    spec = {"name": name, "prompt": "You are a test agent.", "executor": executor, **(extra or {})}
+    created = upload_agent(http_client, {f"{name}.yaml": json.dumps(spec)})
+    return str(created["agent_id"]), model, str(created["session_id"])
+
+
+def is_call_frame(frame: Any, status: str, call_id: str | None = None) -> bool:
+    item = frame.data.get("item") or {}
+    return (
+        frame.data.get("type") == "response.output_item.done"
+        and item.get("type") == "function_call"
+        and item.get("status") == status
+        and (call_id is None or item.get("call_id") == call_id)
+    )
+
+
+def is_type(etype: str) -> Any:
+    return lambda frame: frame.data.get("type") == etype
+
+
+class StreamWatcher:
+    """Reads a session's live stream on a background thread so a test can post and then wait.
+
+    ``start()`` returns once the first frame (the heartbeat) arrived, so anything posted
+    afterwards is seen. Stored events are ``frames`` with an ``id``; heartbeats have none.
+    """
+
+    def __init__(self, base_url: str, session_id: str, *, params: dict[str, str] | None = None) -> None:
+        import threading
+
+        self.base_url = base_url
+        self.session_id = session_id
+        self.params = params
+        self.frames: list[Any] = []
+        self.error: BaseException | None = None
+        self.status_code: int | None = None
+        self.closed = False
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._response: httpx.Response | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        from tests.e2e.sse import iter_frames
+
+        try:
+            with (
+                httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(30, read=None)) as client,
+                client.stream("GET", f"/v1/sessions/{self.session_id}/stream", params=self.params) as resp,
+            ):
+                self._response = resp
+                self.status_code = resp.status_code
+                resp.raise_for_status()
+                for frame in iter_frames(resp):
+                    with self._cond:
+                        self.frames.append(frame)
+                        self._cond.notify_all()
+                    if self._stop.is_set():
+                        return
+        except BaseException as exc:
+            if not self._stop.is_set():
+                self.error = exc
+        finally:
+            with self._cond:
+                self.closed = True
+                self._cond.notify_all()
+
+    def start(self, timeout: float = 15.0) -> StreamWatcher:
+        self._thread.start()
+        first = self.wait_for(lambda f: True, timeout=timeout, what="the first frame")
+        assert first.data.get("type") == "session.heartbeat", first.data
+        return self
+
+    def __enter__(self) -> StreamWatcher:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        import contextlib
+
+        with contextlib.suppress(Exception):
+            if self._response is not None:
+                self._response.close()
+
+    def count(self) -> int:
+        with self._cond:
+            return len(self.frames)
+
+    def types(self) -> list[str]:
+        with self._cond:
+            return [f.data.get("type") for f in self.frames]
+
+    def stored(self, start: int = 0) -> list[Any]:
+        """Frames with an ``id`` (stored events), from index ``start``."""
+        with self._cond:
+            return [f for f in self.frames[start:] if f.id is not None]
+
+    def matching(self, predicate: Callable[[Any], bool], start: int = 0) -> list[Any]:
+        with self._cond:
+            return [f for f in self.frames[start:] if predicate(f)]
+
+    def wait_for(
+        self,
+        predicate: Callable[[Any], bool],
+        *,
+        count: int = 1,
+        start: int = 0,
+        timeout: float = 30.0,
+        what: str = "a matching frame",
+    ) -> Any:
+        """Wait until ``count`` frames from index ``start`` match; returns the last of them."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                found = [f for f in self.frames[start:] if predicate(f)]
+                if len(found) >= count:
+                    return found[count - 1]
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self.closed:
+                    types = [f.data.get("type") for f in self.frames]
+                    raise AssertionError(
+                        f"timed out waiting for {what} (x{count}); stream error={self.error!r}, "
+                        f"status={self.status_code}, frames={types}"
+                    )
+                self._cond.wait(min(remaining, 0.5))
+
+    def wait_terminal(self, *, start: int = 0, timeout: float = 30.0) -> Any:
+        terminal = {"response.completed", "response.failed", "response.cancelled"}
+        return self.wait_for(
+            lambda f: f.data.get("type") in terminal, start=start, timeout=timeout, what="a terminal event"
+        )
+
+
+def wait_session_status(
+    http_client: httpx.Client, session_id: str, statuses: set[str], timeout_s: float = 30.0
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        snap = get_session_snapshot(http_client, session_id)
+        if snap["status"] in statuses:
+            return snap
+        if time.monotonic() > deadline:
+            raise AssertionError(f"session {session_id} status {snap['status']!r}, wanted {statuses}")
+        time.sleep(0.1)
+
+
+# ------------------------------------------------------------- extra `skyloop dev` processes
+class DevProcess:
+    """A ``skyloop dev`` process started with its own environment; ``ready()`` waits for it."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], url: str, log_path: Path) -> None:
+        self.proc = proc
+        self.url = url
+        self.log_path = log_path
+        self._ready = False
+
+    def ready(self) -> str:
+        if not self._ready:
+            _wait_ready(self.url, self.proc, self.log_path, "/health")
+            self._ready = True
+        return self.url
+
+
+@pytest.fixture(scope="session")
+def skyloop_dev_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., DevProcess]]:
+    """Start extra ``skyloop dev`` processes with env overrides (e.g. ``SKYLOOP_STREAM_MAX_S``).
+
+    ``factory(env)`` launches at once and returns a handle; call ``handle.ready()``
+    for the URL, so a module can launch early and wait only when it needs it.
+    Every process is stopped at the end of the session.
+    """
+    started: list[DevProcess] = []
+
+    def launch(env: dict[str, str] | None = None) -> DevProcess:
+        port = _free_port()
+        log = tmp_path_factory.mktemp("skyloop-dev-extra") / "dev.log"
+        proc = _start(["dev", "--port", str(port)], log, {"OPENAI_API_KEY": "", **(env or {})})
+        handle = DevProcess(proc, f"http://127.0.0.1:{port}", log)
+        started.append(handle)
+        return handle
+
+    try:
+        yield launch
+    finally:
+        for handle in started:
+            _stop(handle.proc)
+
+
+# ------------------------------------------------------------------ more mock LLM helpers
+def wait_for_gate(url: str, timeout_s: float = 20.0) -> None:
+    """Wait until a ``block: true`` entry holds a model request at the mock's gate."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if httpx.get(f"{url}/gate/pending", timeout=5).json()["pending"]:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no model request reached the mock's gate within {timeout_s}s")
+
+
+def release_gate(url: str) -> None:
+    resp = httpx.post(f"{url}/gate/release", timeout=5)
+    resp.raise_for_status()
+    assert resp.json()["released"] is True, "no pending gate to release"
+
+
+def function_tool(name: str, description: str = "a client-side test tool") -> dict[str, Any]:
+    """A nested OpenAI function tool schema, as a client sends it with a message."""
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": {"pattern": {"type": "string"}}},
+        },
+    }
+
+
+def scripted_session(
+    http_client: httpx.Client,
+    *,
+    mock_url: str,
+    runner_id: str,
+    kind: str,
+    responses: list[dict[str, Any]],
+) -> tuple[str, str]:
+    """Reset the mock, register a uniquely named agent whose model is scripted with ``responses``,
+    and open a runner-bound session for it. Returns ``(session_id, model)``."""
+    import uuid
+
+    uid = uuid.uuid4().hex[:8]
+    model = f"mock-{kind}-{uid}"
+    reset_mock_llm(mock_url)
+    name = register_inline_agent(
+        http_client, name=f"{kind}-{uid}", model=model, mock_llm_base_url=f"{mock_url}/v1"
+    )
+    configure_mock_llm(mock_url, responses, key=model)
+    return create_runner_bound_session(http_client, agent_name=name, runner_id=runner_id), model
+
+
+def wait_status(
+    http_client: httpx.Client, session_id: str, status: str = "idle", timeout_s: float = 30.0
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        snap = get_session_snapshot(http_client, session_id)
+        if snap["status"] == status:
+            return snap
+        time.sleep(0.05)
+    raise AssertionError(f"session {session_id} not {status} after {timeout_s}s")
+
+
+def input_texts(request_body: dict[str, Any]) -> list[str]:
+    """The text of every message in a captured Responses request's ``input``, in order."""
+    texts: list[str] = []
+    for item in request_body.get("input") or []:
+        content = item.get("content") if isinstance(item, dict) else None
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts.extend(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return texts
