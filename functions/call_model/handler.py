@@ -1,17 +1,24 @@
 """Turn step function: one streamed model call."""
 
-from aws_lambda_powertools import Logger
+import time
+
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from skyloop import deps
+from skyloop.observability import MetricUnit, logger, metrics, tracer
 from skyloop.turns.state import TurnState
 from skyloop.turns.steps import call_model_step
 
-logger = Logger(service="skyloop-turn")
-
 
 @logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics
 def handler(event: dict, context: LambdaContext) -> dict:
     state = TurnState.model_validate(event)
     logger.append_keys(session_id=state.session_id, response_id=state.response_id, iteration=state.iteration)
-    return call_model_step(deps.store(), state).model_dump(mode="json")
+    started = time.perf_counter()
+    result = call_model_step(deps.store(), state)
+    metrics.add_metric(
+        name="ModelStepMs", unit=MetricUnit.Milliseconds, value=(time.perf_counter() - started) * 1000
+    )
+    return result.model_dump(mode="json")

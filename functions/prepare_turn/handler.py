@@ -1,17 +1,20 @@
 """Turn step function: prepare turn."""
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from skyloop import deps
+from skyloop.observability import MetricUnit, logger, metrics, tracer
 from skyloop.turns.state import TurnState
 from skyloop.turns.steps import prepare_turn
 
-logger = Logger(service="skyloop-turn")
-
 
 @logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics
 def handler(event: dict, context: LambdaContext) -> dict:
     state = TurnState.model_validate(event)
     logger.append_keys(session_id=state.session_id, response_id=state.response_id)
-    return prepare_turn(deps.store(), state).model_dump(mode="json")
+    result = prepare_turn(deps.store(), state)
+    if result.next != "stop":
+        metrics.add_metric(name="TurnsStarted", unit=MetricUnit.Count, value=1)
+    return result.model_dump(mode="json")

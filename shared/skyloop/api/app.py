@@ -12,7 +12,6 @@ import base64
 import json
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 
 from skyloop import deps, sessions
@@ -32,9 +31,9 @@ from skyloop.errors import (
     SkyloopError,
     UnsupportedMediaTypeError,
 )
+from skyloop.observability import logger
 from skyloop.settings import get_settings
 
-logger = Logger(service="skyloop-api")
 app = APIGatewayHttpResolver()
 
 MAX_BODY_BYTES = 6 * 1024 * 1024
