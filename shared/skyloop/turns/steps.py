@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from skyloop.models.session import Session, Turn
     from skyloop.store import DynamoStore
 
-DELTA_FLUSH_S = 0.05
+DELTA_FLUSH_S = 0.1  # at most ~10 delta appends a second per turn: live enough, and bounds write cost
 DELTA_FLUSH_CHARS = 2048
 MAX_ATTEMPTS = 10
 
