@@ -5,6 +5,9 @@ Examples:
     skyloop mock-llm --port 8089     # the scripted OpenAI-compatible model
     skyloop token create --table <TableName> --name laptop   # prints a bearer token once
     skyloop token revoke --table <TableName> <token id>
+    skyloop chat --agent coder       # chat in the terminal; client-side tools run here
+    skyloop sessions ls|show|rm      # add --json for the server's JSON
+    skyloop agents ls|register FILE
 """
 
 from __future__ import annotations
@@ -39,7 +42,63 @@ def _parser() -> argparse.ArgumentParser:
         "--endpoint-url", default=None, help="DynamoDB endpoint (the local stack's moto endpoint)"
     )
     token.add_argument("--region", default=None)
+    _add_client_commands(sub)
     return parser
+
+
+def _add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``chat``, ``sessions`` and ``agents``: the terminal client (skyloop.chat, imported only when used)."""
+    url = argparse.ArgumentParser(add_help=False)
+    url.add_argument(
+        "--url", help="the service (default: $SKYLOOP_URL, the config file's url, or http://127.0.0.1:8080)"
+    )
+    as_json = argparse.ArgumentParser(add_help=False)
+    as_json.add_argument("--json", action="store_true", help="print the server's JSON answer")
+
+    chat = sub.add_parser(
+        "chat", parents=[url], help="chat with an agent in the terminal; its client-side tools run here"
+    )
+    target = chat.add_mutually_exclusive_group()
+    target.add_argument(
+        "--agent", metavar="NAME", help="start a session with the newest version (default: coder)"
+    )
+    target.add_argument(
+        "--agent-file",
+        metavar="FILE",
+        help="register this agent YAML (or bundle directory), then chat with it",
+    )
+    target.add_argument(
+        "--session", metavar="ID", help="resume this session (its last items are shown first)"
+    )
+    chat.add_argument(
+        "--tools",
+        default="coding",
+        metavar="SET",
+        help="client-side tool set to offer: coding (default) or none",
+    )
+    chat.add_argument(
+        "--yes", "-y", action="store_true", help="run Bash, Write and Edit without asking first"
+    )
+
+    sessions = sub.add_parser("sessions", help="list, show or delete sessions")
+    actions = sessions.add_subparsers(dest="action", required=True)
+    ls = actions.add_parser("ls", parents=[url, as_json], help="list sessions, newest first")
+    ls.add_argument("--agent", metavar="NAME", help="only sessions of this agent")
+    ls.add_argument("--limit", type=int, default=20, metavar="N", help="at most N sessions (default 20)")
+    ls.add_argument("--archived", action="store_true", help="include archived sessions")
+    show = actions.add_parser("show", parents=[url, as_json], help="a session's snapshot and newest items")
+    show.add_argument("session_id", metavar="ID")
+    rm = actions.add_parser("rm", parents=[url, as_json], help="delete a session (stops a running turn)")
+    rm.add_argument("session_id", metavar="ID")
+
+    agents = sub.add_parser("agents", help="list or register agents")
+    actions = agents.add_subparsers(dest="action", required=True)
+    ls = actions.add_parser("ls", parents=[url, as_json], help="list agent versions, newest first")
+    ls.add_argument("--limit", type=int, default=100, metavar="N", help="at most N versions (default 100)")
+    register = actions.add_parser(
+        "register", parents=[url, as_json], help="register an agent YAML file or bundle directory"
+    )
+    register.add_argument("file", metavar="FILE")
 
 
 def _token_command(args: argparse.Namespace) -> int:
@@ -82,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         serve_mock(args.host, args.port)
     elif args.command == "token":
         return _token_command(args)
+    elif args.command in ("chat", "sessions", "agents"):
+        from skyloop.chat import run as run_client_command
+
+        return run_client_command(args)
     return 0
 
 

@@ -114,9 +114,15 @@ class AsyncClient:
         return await self._call(api.create_agent(spec))
 
     async def list_agents(
-        self, *, limit: int | None = None, after: str | None = None, order: str | None = None
+        self,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+        order: str | None = None,
+        name: str | None = None,
     ) -> AgentPage:
-        return await self._call(api.list_agents(limit=limit, after=after, order=order))
+        """Agents newest first; with ``name``, only the newest version of that name."""
+        return await self._call(api.list_agents(limit=limit, after=after, order=order, name=name))
 
     async def iter_agents(self, *, order: str | None = None, page_size: int = 100) -> AsyncIterator[Agent]:
         after: str | None = None

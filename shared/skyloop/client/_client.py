@@ -141,9 +141,15 @@ class Client:
         return self._call(api.create_agent(spec))
 
     def list_agents(
-        self, *, limit: int | None = None, after: str | None = None, order: str | None = None
+        self,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+        order: str | None = None,
+        name: str | None = None,
     ) -> AgentPage:
-        return self._call(api.list_agents(limit=limit, after=after, order=order))
+        """Agents newest first; with ``name``, only the newest version of that name."""
+        return self._call(api.list_agents(limit=limit, after=after, order=order, name=name))
 
     def iter_agents(self, *, order: str | None = None, page_size: int = 100) -> Iterator[Agent]:
         after: str | None = None

@@ -141,8 +141,10 @@ def create_agent(source: AgentSource) -> ApiCall[Agent]:
     )
 
 
-def list_agents(*, limit: int | None, after: str | None, order: str | None) -> ApiCall[AgentPage]:
-    params = {"limit": limit, "after": after, "order": order}
+def list_agents(
+    *, limit: int | None, after: str | None, order: str | None, name: str | None = None
+) -> ApiCall[AgentPage]:
+    params = {"limit": limit, "after": after, "order": order, "name": name}
     return ApiCall("GET", "/v1/agents", AgentPage.model_validate, params=params)
 
 

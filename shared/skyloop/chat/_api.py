@@ -1,0 +1,77 @@
+"""The few SDK calls the commands need beyond ``Client``'s public methods.
+
+``--json`` prints what the server answered, not a re-serialised model (list
+items are flat on the wire and folded by the SDK), so these helpers run the
+SDK's own request descriptions with an identity parser: same auth, same
+typed errors, raw body. The typed model is parsed from that body for tables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from skyloop.client import (
+    APIConnectionError,
+    APIError,
+    APITimeoutError,
+    ConfigError,
+    NotFoundError,
+    ResponseValidationError,
+)
+
+if TYPE_CHECKING:
+    from skyloop.client import Agent, Client
+    from skyloop.client._requests import ApiCall
+
+__all__ = ["describe_error", "find_agent", "raw"]
+
+T = TypeVar("T")
+
+
+def _identity(body: Any) -> Any:
+    return body
+
+
+def raw(client: Client, call: ApiCall[T]) -> tuple[Any, T]:
+    """``(raw JSON body, typed value)`` of one request."""
+    body = client._call(dataclasses.replace(call, parse=_identity))
+    try:
+        return body, call.parse(body)
+    except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
+        raise ResponseValidationError(f"{call.method} {call.path}: unexpected answer: {exc}") from exc
+
+
+def find_agent(client: Client, name: str) -> Agent:
+    """The newest version of the agent called ``name`` (``GET /v1/agents?name=``).
+
+    A server that ignores ``name=`` answers with a page of every agent; the
+    match is then picked from the listing, newest first.
+    """
+    page = client.list_agents(name=name)
+    matches = [a for a in page.data if a.name == name]
+    if not matches and page.has_more:
+        matches = [a for a in client.iter_agents(order="desc") if a.name == name]
+    if not matches:
+        raise NotFoundError(
+            f"no agent named {name!r} (see 'skyloop agents ls')", code="not_found", status=404
+        )
+    return max(matches, key=lambda a: a.created_at or 0)
+
+
+def describe_error(exc: BaseException, base_url: str | None = None) -> tuple[str, str]:
+    """``(code, message)`` for the ``skyloop: <code>: <message>`` line."""
+    if isinstance(exc, APIError):
+        return exc.code, exc.message
+    if isinstance(exc, APITimeoutError):
+        return "timeout", str(exc)
+    if isinstance(exc, APIConnectionError):
+        where = f" (is the service running at {base_url}?)" if base_url else ""
+        return "connection_error", f"{exc}{where}"
+    if isinstance(exc, ConfigError):
+        return "config_error", str(exc)
+    if isinstance(exc, ResponseValidationError):
+        return "invalid_response", str(exc)
+    if isinstance(exc, OSError | ValueError):
+        return "invalid_input", str(exc)
+    return "error", f"{type(exc).__name__}: {exc}"
