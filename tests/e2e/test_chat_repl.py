@@ -356,3 +356,31 @@ def test_sessions_ls_json_and_agents_ls_against_the_live_server(
     code, out, err = skyloop("sessions", "show", "0" * 32)
     assert (code, out) == (1, "")
     assert err.startswith("skyloop: not_found: ")
+
+
+def test_offline_coder_reads_and_edits_local_files_without_an_api_key(
+    live_server: str, live_runner_id: str, spawn_chat: Any, workdir: Path
+) -> None:
+    # Given the local stack's example agent `coder` (offline: no OPENAI_API_KEY) and a file here
+    source = workdir / "calculator.py"
+    source.write_text("def divide(a, b):\n    return a / b\n")
+    chat = spawn_chat("--agent", "coder")
+    session_id_of(chat)
+    chat.expect(PROMPT)
+
+    # When the user asks it to read the file, Read runs here and the model reports what it returned
+    chat.line("read calculator.py")
+    chat.expect(r"Read\(file_path=\"calculator\.py\"")
+    chat.expect(r"Read ran on your machine and returned:")
+    chat.expect(r"return a / b")
+    chat.expect(PROMPT)
+
+    # And when it asks for an edit, the chat confirms first, then Edit changes the file on this machine
+    chat.line("replace 'a / b' with 'a // b' in calculator.py")
+    chat.expect(r"Run Edit\? \[y/N\] $")
+    chat.line("y")
+    chat.expect(r"Replaced 1 occurrence")
+    chat.expect(PROMPT)
+    assert source.read_text() == "def divide(a, b):\n    return a // b\n"
+    chat.line("/exit")
+    assert chat.wait() == 0

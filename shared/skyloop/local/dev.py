@@ -23,11 +23,6 @@ EXAMPLE_PROMPT = (
     "You are a careful coding assistant. The user's machine runs your tools: use Glob, Grep and Read to "
     "look at files before answering, Edit or Write to change them, and Bash to run commands. Keep answers short."
 )
-OFFLINE_TEXT = (
-    "Hello from skyloop's built-in offline model. Your message went through the whole stack: the API "
-    "function, a Step Functions turn, the model step and this SSE stream. Set OPENAI_API_KEY and restart "
-    "`make run` to talk to a real model."
-)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -138,7 +133,9 @@ def _register_example(url: str, mock_app: Any) -> str:
             "model": OFFLINE_MODEL,
             "auth": {"type": "api_key", "api_key": "offline", "base_url": f"{url}/_mock/v1"},
         }
-        mock_app.state.mock.set_fallback(key=OFFLINE_MODEL, text=OFFLINE_TEXT, stream=True)
+        from skyloop.local import offline_coder
+
+        mock_app.state.mock.set_responder(OFFLINE_MODEL, offline_coder.respond)
     spec = AgentSpec.model_validate({"name": EXAMPLE_AGENT, "prompt": EXAMPLE_PROMPT, "executor": executor})
     store = deps.store()
     agent = sessions.register_agent(store, spec)

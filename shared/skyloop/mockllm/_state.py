@@ -10,9 +10,12 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 DEFAULT_KEY = "default"
 DEFAULT_TEXT = "Mock LLM response"
@@ -72,6 +75,7 @@ class _ResponseQueue:
         self.responses: list[QueuedResponse] = []
         self.index = 0
         self.fallback: QueuedResponse | None = None
+        self.responder: Callable[[dict[str, Any]], QueuedResponse] | None = None
         self.match: str | None = None
 
     def reset(self) -> None:
@@ -80,12 +84,14 @@ class _ResponseQueue:
         self.index = 0
         self.match = None
 
-    def next(self) -> QueuedResponse:
-        """Never fails: an exhausted queue answers its fallback or the plain default text."""
+    def next(self, body: dict[str, Any] | None = None) -> QueuedResponse:
+        """Never fails: an exhausted queue asks its responder, else answers its fallback or the default text."""
         if self.index < len(self.responses):
             entry = self.responses[self.index]
             self.index += 1
             return entry
+        if self.responder is not None:
+            return self.responder(body or {})
         return self.fallback if self.fallback is not None else QueuedResponse()
 
 
@@ -149,13 +155,21 @@ class MockState:
         with self._lock:
             self.queues.setdefault(key, _ResponseQueue()).fallback = QueuedResponse(text=text, stream=stream)
 
+    def set_responder(self, key: str, responder: Callable[[dict[str, Any]], QueuedResponse]) -> None:
+        """Answer an exhausted queue by computing a reply from the request (the offline model does this).
+
+        Like a fallback, a responder survives ``reset``.
+        """
+        with self._lock:
+            self.queues.setdefault(key, _ResponseQueue()).responder = responder
+
     def reset(self) -> None:
-        """Unstick every blocked handler and forget everything except fallbacks."""
+        """Unstick every blocked handler and forget everything except fallbacks and responders."""
         with self._lock:
             gates, self.pending_gates = self.pending_gates, []
             for gate in gates:
                 gate.release()
-            for key in [k for k, q in self.queues.items() if q.fallback is None]:
+            for key in [k for k, q in self.queues.items() if q.fallback is None and q.responder is None]:
                 del self.queues[key]
             for queue in self.queues.values():
                 queue.reset()
@@ -203,7 +217,8 @@ class MockState:
         with self._lock:
             self.request_count += 1
             self.captured_requests.append(body)
-            return self._resolve_queue(body if isinstance(body, dict) else {}).next()
+            request = body if isinstance(body, dict) else {}
+            return self._resolve_queue(request).next(request)
 
     def _resolve_queue(self, body: dict[str, Any]) -> _ResponseQueue:
         """Match token in the user text, else the queue named by ``model``, else ``default``."""
