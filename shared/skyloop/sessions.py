@@ -99,18 +99,9 @@ def snapshot(
         stored = store.list_items(session.id, through_seq=session.last_seq)
         items = [i.to_api() for i in stored[-SNAPSHOT_ITEMS:]]
     return {
-        "id": session.id,
+        **list_item(session),
         "object": "session",
-        "agent_id": session.agent_id,
-        "agent_name": session.agent_name,
-        "status": session.status,
-        "created_at": session.created_at,
-        "updated_at": session.updated_at,
-        "title": session.title,
-        "labels": session.labels,
-        "runner_id": session.runner_id,
         "runner_online": runners.is_online(session.runner_id),
-        "archived": session.archived,
         "items": items,
         "last_task_error": session.last_task_error.model_dump() if session.last_task_error else None,
         "active_response_id": session.active_response_id,

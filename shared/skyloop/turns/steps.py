@@ -279,22 +279,23 @@ def _record_outputs(store: DynamoStore, state: TurnState, agent: Agent, iteratio
     _append_active(store, batch)
 
 
+def _call_event(call: PendingCall, status: str, agent_name: str) -> dict[str, Any]:
+    return ev.item_done(
+        ev.function_call_item(
+            item_id=call.item_id,
+            call_id=call.call_id,
+            name=call.name,
+            arguments=call.arguments,
+            status=status,
+            agent=agent_name,
+            response_id=call.response_id,
+        )
+    )
+
+
 def add_completed_call(batch: Append, call: PendingCall, output: str, agent_name: str) -> None:
     """Publish and persist one finished call and its output, anchored where the model made the call."""
-    idx = batch.event(
-        ev.RESPONSE_ITEM_DONE,
-        ev.item_done(
-            ev.function_call_item(
-                item_id=call.item_id,
-                call_id=call.call_id,
-                name=call.name,
-                arguments=call.arguments,
-                status="completed",
-                agent=agent_name,
-                response_id=call.response_id,
-            )
-        ),
-    )
+    idx = batch.event(ev.RESPONSE_ITEM_DONE, _call_event(call, "completed", agent_name))
     batch.items.append(
         NewItem(
             id=call.item_id,
@@ -406,20 +407,7 @@ def _park(store: DynamoStore, state: TurnState, task_token: str, sfn: Any) -> No
     for call in calls:
         if call.output is not None:
             continue  # answered already (e.g. an unknown tool's error output)
-        batch.event(
-            ev.RESPONSE_ITEM_DONE,
-            ev.item_done(
-                ev.function_call_item(
-                    item_id=call.item_id,
-                    call_id=call.call_id,
-                    name=call.name,
-                    arguments=call.arguments,
-                    status="action_required",
-                    agent=agent.name,
-                    response_id=state.response_id,
-                )
-            ),
-        )
+        batch.event(ev.RESPONSE_ITEM_DONE, _call_event(call, "action_required", agent.name))
     _append_active(store, batch)
     if turn.unanswered == 0:
         resume_turn(store, state.session_id, state.response_id, iteration, sfn)
