@@ -274,8 +274,9 @@ def test_stream_without_cursor_is_a_live_tail(
         ({"Last-Event-ID": "1.5"}, None),
         (None, {"after": "abc"}),
         (None, {"after": "-1"}),
+        (None, {"after": str(10**12)}),
     ],
-    ids=["header-abc", "header-negative", "header-fraction", "after-abc", "after-negative"],
+    ids=["header-abc", "header-negative", "header-fraction", "after-abc", "after-negative", "after-too-large"],
 )
 def test_bad_cursor_is_400_with_the_error_body(
     live_server: str,

@@ -310,3 +310,23 @@ def test_list_sessions_by_agent_name_newest_first(aws: Stack) -> None:
     everything, has_more = store.list_sessions(agent_name=name, limit=3, descending=False)
     assert ([s.id for s in everything], has_more) == ([s.id for s in ours], False)
     assert store.list_sessions(agent_name=f"nobody-{uuid.uuid4().hex}") == ([], False)
+
+
+def test_a_page_of_only_expired_events_still_moves_the_cursor(aws: Stack) -> None:
+    # Given a log that starts with more expired events than one page holds
+    session = _session(aws)
+    store = aws.store
+    expired = DynamoStore(aws.table_name, aws.ddb, event_ttl_s=-60)
+    expired.append(_batch(session.id, "gone1", "gone2", "gone3"))
+    store.append(_batch(session.id, "kept"))
+
+    # When a reader pages through with a page smaller than the expired run
+    events, covered, full = store.read_event_page(session.id, 0, limit=2)
+
+    # Then the page yields nothing but covers seqs 1-2 and says more may follow
+    assert (events, covered, full) == ([], 2, True)
+    # And the next page reaches the retained event
+    events, covered, full = store.read_event_page(session.id, covered, limit=2)
+    assert [(e.seq, e.type) for e in events] == [(4, "kept")]
+    assert (covered, full) == (4, True)
+    assert store.read_event_page(session.id, covered, limit=2) == ([], 4, False)

@@ -612,6 +612,17 @@ class DynamoStore:
 
     def read_events(self, session_id: str, after: int, *, limit: int = 500) -> list[StoredEvent]:
         """Retained events with seq > ``after``, in order (strongly consistent)."""
+        return self.read_event_page(session_id, after, limit=limit)[0]
+
+    def read_event_page(
+        self, session_id: str, after: int, *, limit: int = 500
+    ) -> tuple[list[StoredEvent], int, bool]:
+        """One page: the retained events, the last seq the page covered, and whether it was full.
+
+        Expired events (past their TTL but not yet deleted: moto never deletes,
+        DynamoDB lags) are skipped, yet still move the cursor, so a reader
+        never re-reads them forever.
+        """
         r = self.client.query(
             TableName=self.table,
             KeyConditionExpression="pk = :p AND sk BETWEEN :a AND :b",
@@ -625,12 +636,15 @@ class DynamoStore:
         )
         now = int(time.time())
         out = []
-        for raw in r.get("Items", []):
+        covered = after
+        raw_items = r.get("Items", [])
+        for raw in raw_items:
             attrs = _plain(raw)
+            covered = int(attrs["seq"])
             if int(attrs.get(TTL_ATTRIBUTE, now + 1)) < now:
-                continue  # expired but not yet deleted (moto never deletes; DynamoDB lags)
-            out.append(StoredEvent(seq=int(attrs["seq"]), type=attrs["type"], data=json.loads(attrs["data"])))
-        return out
+                continue
+            out.append(StoredEvent(seq=covered, type=attrs["type"], data=json.loads(attrs["data"])))
+        return out, covered, len(raw_items) >= limit
 
     # ------------------------------------------------------------------ items
     def list_items(self, session_id: str, *, through_seq: int | None = None) -> list[ConversationItem]:

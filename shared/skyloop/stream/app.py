@@ -15,6 +15,7 @@ in-process append notifications where writers share the process (local stack).
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     from skyloop.store import DynamoStore, StoredEvent
 
 RETRY_MS = 1000
+PAGE = 500  # events per read; a full page is followed by another read at once
+MAX_CURSOR = 10**12 - 1  # sequence numbers are stored 12 digits wide
 
 
 def frame(payload: dict[str, Any], *, seq: int | None = None) -> str:
@@ -62,8 +65,8 @@ def parse_cursor(last_event_id: str | None, after: str | None) -> int | None:
         value = int(str(raw).strip())
     except ValueError:
         raise InvalidInputError(f"stream cursor must be a non-negative integer, got {raw!r}") from None
-    if value < 0:
-        raise InvalidInputError(f"stream cursor must be a non-negative integer, got {raw!r}")
+    if not 0 <= value < MAX_CURSOR:
+        raise InvalidInputError(f"stream cursor must be an integer from 0 to {MAX_CURSOR - 1}, got {raw!r}")
     return value
 
 
@@ -79,13 +82,16 @@ class SessionTail:
         self.cursor = cursor
         self.running = running
 
-    async def read(self) -> list[StoredEvent]:
-        found = await anyio.to_thread.run_sync(self.store.read_events, self.session_id, self.cursor)
+    async def read(self) -> tuple[list[StoredEvent], bool]:
+        """The next page of events and whether more may follow at once."""
+        found, covered, full = await anyio.to_thread.run_sync(
+            functools.partial(self.store.read_event_page, self.session_id, self.cursor, limit=PAGE)
+        )
+        self.cursor = covered
         for e in found:
-            self.cursor = e.seq
             if e.type == ev.SESSION_STATUS:
                 self.running = e.data.get("status") == "running"
-        return found
+        return found, full
 
     @property
     def poll_s(self) -> float:
@@ -100,9 +106,12 @@ async def _frames(tail: SessionTail, request: Request) -> AsyncIterator[str]:
         yield f"retry: {RETRY_MS}\n" + frame(ev.heartbeat())
         last_frame = time.monotonic()
         while True:
-            for event in await tail.read():
+            page, full = await tail.read()
+            for event in page:
                 yield event_frame(event)
                 last_frame = time.monotonic()
+            if full:
+                continue  # a long replay: keep reading without waiting
             now = time.monotonic()
             if now >= deadline:
                 yield f"retry: {RETRY_MS}\n\n"  # planned close: reconnect with Last-Event-ID
