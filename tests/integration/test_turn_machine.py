@@ -601,3 +601,49 @@ def test_message_during_a_model_call_continues_the_turn(aws: Stack, api: Api, mo
 
     # And the model saw the new message after the answer it gave without it
     assert texts == ["one", "first answer", "two"]
+
+
+def test_a_message_reposted_with_its_idempotency_key_is_stored_and_run_once(
+    aws: Stack, api: Api, mock_llm: MockLLM
+) -> None:
+    # Given a session and a message posted with an Idempotency-Key
+    key = mock_llm.script({"text": "only once"})
+    session = aws.new_session(key)
+    body = json.dumps(
+        {"type": "message", "data": {"role": "user", "content": [{"type": "input_text", "text": "hi"}]}}
+    )
+    headers = {"content-type": "application/json", "idempotency-key": "client-attempt-1"}
+    first = api.call("POST", f"/v1/sessions/{session.id}/events", headers=headers, body=body)
+    assert first.status == 202, first.body
+    response_id = _response_id(aws, session.id)
+
+    # When the client, unsure the first post landed, posts it again with the same key (during and after the turn)
+    again = api.call("POST", f"/v1/sessions/{session.id}/events", headers=headers, body=body)
+    assert aws.wait_for_execution(response_id)["status"] == "SUCCEEDED"
+    aws.wait_for_status(session.id, "idle", after_seq=1)
+    late = api.call("POST", f"/v1/sessions/{session.id}/events", headers=headers, body=body)
+
+    # Then every answer is the first one, and one message, one turn and one model call exist
+    assert again.status == late.status == 202
+    assert again.body == late.body == first.body
+    items = aws.store.list_items(session.id)
+    assert [(i.type, i.data.get("role")) for i in items] == [("message", "user"), ("message", "assistant")]
+    assert items[0].id == first.body["item_id"]
+    assert _types(aws.events(session.id)).count("session.input.consumed") == 1
+    assert len(mock_llm.requests(key)) == 1
+    assert aws.store.get_session(session.id).status == "idle"
+
+
+def test_a_bad_idempotency_key_is_400_and_writes_nothing(aws: Stack, api: Api, mock_llm: MockLLM) -> None:
+    session = aws.new_session(mock_llm.script({"text": "unused"}))
+    body = json.dumps(
+        {"type": "message", "data": {"role": "user", "content": [{"type": "input_text", "text": "hi"}]}}
+    )
+    r = api.call(
+        "POST",
+        f"/v1/sessions/{session.id}/events",
+        headers={"content-type": "application/json", "idempotency-key": "has spaces"},
+        body=body,
+    )
+    assert r.status == 400 and r.error()["code"] == "invalid_input"
+    assert aws.store.get_session(session.id).last_seq == 0

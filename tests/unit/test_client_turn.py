@@ -542,3 +542,34 @@ def test_async_run_returns_the_result() -> None:
 
     result = asyncio.run(main())
     assert (result.status, result.text) == ("completed", "hello")
+
+
+class _LosesFirstMessagePost(FakeSessionServer):
+    """Stores the first message but drops the connection before its answer, as a flaky network would."""
+
+    def __init__(self, script: list[dict[str, Any]]) -> None:
+        super().__init__(script)
+        self.message_keys: list[str | None] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/events") and json.loads(request.content)["type"] == "message":
+            self.message_keys.append(request.headers.get("idempotency-key"))
+            if len(self.message_keys) == 1:
+                raise httpx.ReadError("connection dropped before the answer", request=request)
+            return httpx.Response(202, json={"queued": True, "item_id": "m1"})  # the server's first answer
+        return super().__call__(request)
+
+
+def test_a_message_post_whose_answer_is_lost_is_resent_with_the_same_idempotency_key() -> None:
+    # Given a network that loses the answer to the first message post
+    server = _LosesFirstMessagePost([{"text": "hello"}])
+    server.post_status = None
+    with _client(server) as client:
+        turn = client.session(SID).send("hi")
+        # When the turn starts, the message is posted again
+        first = next(turn)
+    # Then both posts carried one and the same key, so the server can answer the first post again
+    assert len(server.message_keys) == 2
+    assert server.message_keys[0] and server.message_keys[0] == server.message_keys[1]
+    assert first is not None
+    turn.close()

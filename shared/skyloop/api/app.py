@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
@@ -37,6 +38,7 @@ from skyloop.settings import get_settings
 app = APIGatewayHttpResolver()
 
 MAX_BODY_BYTES = 6 * 1024 * 1024
+IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
 def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
@@ -87,6 +89,18 @@ def _json_body(*, required: bool = True) -> Any:
     if not isinstance(data, dict):
         raise InvalidInputError("request body must be a JSON object")
     return data
+
+
+def _idempotency_key() -> str | None:
+    """``Idempotency-Key``: a client-chosen id that makes re-posting a message safe."""
+    key = (app.current_event.headers or {}).get("idempotency-key")
+    if key is None:
+        return None
+    if not IDEMPOTENCY_KEY.match(key):
+        raise InvalidInputError(
+            "Idempotency-Key must be 1-128 characters of letters, digits, '.', '_', ':' or '-'"
+        )
+    return key
 
 
 def _query() -> dict[str, str]:
@@ -253,7 +267,13 @@ def post_event(session_id: str) -> Response:
         agent = store.get_agent(session.agent_id)
         tools = [t.to_client_tool() for t in req.tools or []]
         result = service.post_message(
-            store, _engine(), agent, session_id, data.model_dump(mode="json"), tools
+            store,
+            _engine(),
+            agent,
+            session_id,
+            data.model_dump(mode="json"),
+            tools,
+            idempotency_key=_idempotency_key(),
         )
         return _json(202, result)
     if req.type == "function_call_output":

@@ -230,12 +230,24 @@ class AsyncClient:
         )
 
     async def send_message(
-        self, session_id: str, text: str, *, tools: ToolsSpec = None, model_override: str | None = None
+        self,
+        session_id: str,
+        text: str,
+        *,
+        tools: ToolsSpec = None,
+        model_override: str | None = None,
+        idempotency_key: str | None = None,
     ) -> str:
         """Post a user message (only declaring ``tools``; use :meth:`session` to run them); returns its item id."""
         schemas = ToolBox.from_spec(tools).schemas() or None
         accepted = await self._call(
-            api.message_event(session_id, text, tools=schemas, model_override=model_override)
+            api.message_event(
+                session_id,
+                text,
+                tools=schemas,
+                model_override=model_override,
+                idempotency_key=idempotency_key,
+            )
         )
         return accepted.item_id or ""
 

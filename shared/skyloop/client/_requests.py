@@ -227,10 +227,19 @@ def post_event(
 
 
 def message_event(
-    session_id: str, text: str, *, tools: list[dict[str, Any]] | None, model_override: str | None = None
+    session_id: str,
+    text: str,
+    *,
+    tools: list[dict[str, Any]] | None,
+    model_override: str | None = None,
+    idempotency_key: str | None = None,
 ) -> ApiCall[EventAccepted]:
+    """A user message; with ``idempotency_key`` re-posting it is safe (the server answers the first post)."""
     data = {"role": "user", "content": [{"type": "input_text", "text": text}]}
-    return post_event(session_id, "message", data, tools=tools, model_override=model_override)
+    call = post_event(session_id, "message", data, tools=tools, model_override=model_override)
+    if idempotency_key:
+        call.headers["Idempotency-Key"] = idempotency_key
+    return call
 
 
 def tool_output_event(session_id: str, call_id: str, output: str) -> ApiCall[EventAccepted]:

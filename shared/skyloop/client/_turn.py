@@ -25,6 +25,7 @@ import contextlib
 import inspect
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -225,6 +226,13 @@ def _tool_call(item: FunctionCallItem) -> ToolCall:
     )
 
 
+def _message_retryable(exc: Exception) -> bool:
+    """A lost or transiently failed message post is re-sent (its Idempotency-Key makes that safe)."""
+    if isinstance(exc, APIConnectionError):
+        return True
+    return isinstance(exc, APIError) and exc.status in (429, 500, 502, 504)
+
+
 def _final_post_error(exc: Exception) -> bool:
     """Errors after which posting the same output again cannot help."""
     if isinstance(exc, NotFoundError | ConflictError):
@@ -260,6 +268,7 @@ class Turn:
         self._on_tool_start = on_tool_start
         self._on_tool_end = on_tool_end
         self._model_override = model_override
+        self._idempotency_key = uuid.uuid4().hex  # one per turn: a re-post after a lost answer is safe
         self._tracker = TurnTracker()
         self._stream: EventStream | None = None
         self._workers: list[threading.Thread] = []
@@ -338,20 +347,34 @@ class Turn:
         self._stream = self._client.stream(self.session_id)
         try:
             first = next(self._stream)  # the subscription is live: now the message may go
-            accepted = self._client._call(
-                message_event(
-                    self.session_id,
-                    self.text,
-                    tools=self.tools.schemas() or None,
-                    model_override=self._model_override,
-                )
-            )
+            call = self._message_call()
+            policy = self._client.reconnect
+            failures = 0
+            while True:
+                try:
+                    accepted = self._client._call(call)
+                    break
+                except (APIConnectionError, APIError) as exc:
+                    # Safe to repeat: the Idempotency-Key makes the server answer the first post.
+                    failures += 1
+                    if not _message_retryable(exc) or failures > policy.max_failures:
+                        raise
+                    (policy.sleep or time.sleep)(policy.delay(failures))
         except BaseException:
             self.close()
             raise
         self._tracker.item_id = accepted.item_id
         self._tracker.observe(first)
         return first
+
+    def _message_call(self) -> Any:
+        return message_event(
+            self.session_id,
+            self.text,
+            tools=self.tools.schemas() or None,
+            model_override=self._model_override,
+            idempotency_key=self._idempotency_key,
+        )
 
     def _dispatch_pending(self) -> None:
         """Confirm and start each new call on this thread, so prompts never interleave."""
@@ -438,6 +461,7 @@ class AsyncTurn:
         self._on_tool_start = on_tool_start
         self._on_tool_end = on_tool_end
         self._model_override = model_override
+        self._idempotency_key = uuid.uuid4().hex  # one per turn: a re-post after a lost answer is safe
         self._tracker = TurnTracker()
         self._stream: AsyncEventStream | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -512,20 +536,33 @@ class AsyncTurn:
         self._stream = self._client.stream(self.session_id)
         try:
             first = await self._stream.__anext__()
-            accepted = await self._client._call(
-                message_event(
-                    self.session_id,
-                    self.text,
-                    tools=self.tools.schemas() or None,
-                    model_override=self._model_override,
-                )
-            )
+            call = self._message_call()
+            policy = self._client.reconnect
+            failures = 0
+            while True:
+                try:
+                    accepted = await self._client._call(call)
+                    break
+                except (APIConnectionError, APIError) as exc:
+                    failures += 1  # safe to repeat: see the sync twin
+                    if not _message_retryable(exc) or failures > policy.max_failures:
+                        raise
+                    await (policy.sleep or asyncio.sleep)(policy.delay(failures))
         except BaseException:
             await self.aclose()
             raise
         self._tracker.item_id = accepted.item_id
         self._tracker.observe(first)
         return first
+
+    def _message_call(self) -> Any:
+        return message_event(
+            self.session_id,
+            self.text,
+            tools=self.tools.schemas() or None,
+            model_override=self._model_override,
+            idempotency_key=self._idempotency_key,
+        )
 
     async def _dispatch_pending(self) -> None:
         while self._pending:

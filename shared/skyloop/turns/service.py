@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from skyloop import events as ev
 from skyloop.errors import ConflictError, NotFoundError, RunnerUnavailableError
-from skyloop.ids import new_id, new_response_id, new_turn_group_id
+from skyloop.ids import derived_id, new_id, new_response_id, new_turn_group_id
 from skyloop.models.session import ClientTool, PendingCall, Turn
 from skyloop.store import Append, ConditionFailedError, NewItem
 from skyloop.turns.state import TurnState
@@ -50,13 +50,27 @@ def post_message(
     session_id: str,
     data: dict[str, Any],
     tools: list[ClientTool] | None,
+    *,
+    idempotency_key: str | None = None,
 ) -> dict[str, Any]:
-    """Persist the user item, then start a turn or hand the message to the running one."""
-    item_id = new_id()
-    group = new_turn_group_id()
+    """Persist the user item, then start a turn or hand the message to the running one.
+
+    With an ``idempotency_key`` the item and turn ids derive from the key and
+    the append is deduplicated on it, so a client that re-posts after a lost
+    answer gets the first answer back and starts nothing twice.
+    """
+    if idempotency_key:
+        item_id = derived_id("message", session_id, idempotency_key)
+        group = f"turn_{derived_id('group', session_id, idempotency_key)}"
+    else:
+        item_id, group = new_id(), new_turn_group_id()
     for _ in range(START_ATTEMPTS):
         session = store.get_session(session_id)
-        batch = Append(session_id, set_input_seq=True)
+        batch = Append(
+            session_id,
+            set_input_seq=True,
+            dedupe_key=f"message:{idempotency_key}" if idempotency_key else None,
+        )
         if session.status == "running":
             idx = batch.event(ev.SESSION_INPUT_CONSUMED, ev.input_consumed(item_id, data))
             batch.session_condition = "#st = :running"
@@ -64,7 +78,7 @@ def post_message(
             batch.condition_values = {":running": "running"}
             response_id = None
         else:
-            response_id = new_response_id()
+            response_id = _response_id_for(session_id, idempotency_key)
             batch.event(ev.SESSION_STATUS, ev.session_status(session_id, "running", response_id=response_id))
             idx = batch.event(ev.SESSION_INPUT_CONSUMED, ev.input_consumed(item_id, data))
             batch.set_session = {"status": "running", "active_response_id": response_id}
@@ -93,13 +107,24 @@ def post_message(
             )
         )
         try:
-            store.append(batch)
+            result = store.append(batch)
         except ConditionFailedError:
             continue  # the turn started or ended under us: decide again
+        if result.duplicate:
+            # Posted before: make sure the turn it started runs (a named start is idempotent).
+            response_id = _response_id_for(session_id, idempotency_key)
+            if store.get_session(session_id).active_response_id != response_id:
+                response_id = None
         if response_id is not None:
             _start_or_fail(store, engine, agent, session_id, response_id)
         return {"queued": True, "item_id": item_id}
     raise ConflictError("the session changed too often while posting; try again")
+
+
+def _response_id_for(session_id: str, idempotency_key: str | None) -> str:
+    if idempotency_key:
+        return f"resp_{derived_id('response', session_id, idempotency_key)[:24]}"
+    return new_response_id()
 
 
 def _start_or_fail(
@@ -114,6 +139,9 @@ def _start_or_fail(
     try:
         engine.start(state)
     except Exception as exc:
+        if getattr(exc, "response", {}).get("Error", {}).get("Code") == "ExecutionAlreadyExists":
+            return  # started by an earlier attempt of the same idempotent post
+
         error = {"code": "runner_unavailable", "message": f"could not start the turn: {exc}"}
         batch = Append(session_id, dedupe_key=f"{response_id}:fail")
         batch.event(
