@@ -276,7 +276,14 @@ def test_stream_without_cursor_is_a_live_tail(
         (None, {"after": "-1"}),
         (None, {"after": str(10**12)}),
     ],
-    ids=["header-abc", "header-negative", "header-fraction", "after-abc", "after-negative", "after-too-large"],
+    ids=[
+        "header-abc",
+        "header-negative",
+        "header-fraction",
+        "after-abc",
+        "after-negative",
+        "after-too-large",
+    ],
 )
 def test_bad_cursor_is_400_with_the_error_body(
     live_server: str,
