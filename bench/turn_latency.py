@@ -127,13 +127,16 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], log_path: Path) -> None:
 
 
 @contextmanager
-def running_stack(log_dir: Path) -> Iterator[Stack]:
-    """``skyloop dev`` and ``skyloop mock-llm`` on free ports; both are stopped on the way out."""
+def running_stack(log_dir: Path, prefix: str) -> Iterator[Stack]:
+    """``skyloop dev`` and ``skyloop mock-llm`` on free ports; both are stopped on the way out.
+
+    Their output goes to ``<log_dir>/<prefix>.dev.log`` and ``<prefix>.mock-llm.log``.
+    """
     log_dir.mkdir(parents=True, exist_ok=True)
     procs: list[subprocess.Popen[bytes]] = []
     try:
         mock_port, api_port = free_port(), free_port()
-        mock_log, dev_log = log_dir / "mock-llm.log", log_dir / "dev.log"
+        mock_log, dev_log = log_dir / f"{prefix}.mock-llm.log", log_dir / f"{prefix}.dev.log"
         procs.append(start_process(["mock-llm", "--port", str(mock_port)], mock_log, {}))
         procs.append(start_process(["dev", "--port", str(api_port)], dev_log, {"OPENAI_API_KEY": ""}))
         stack = Stack(
@@ -163,11 +166,13 @@ def cpu_seconds(pids: list[int]) -> float | None:
 
 # --------------------------------------------------------------------------- API helpers
 def check(resp: httpx.Response, *codes: int) -> dict[str, Any]:
+    where = f"{resp.request.method} {resp.request.url.path}"
     if resp.status_code not in codes:
-        raise BenchError(
-            f"{resp.request.method} {resp.request.url.path}: {resp.status_code} {resp.text[:300]}"
-        )
-    return dict(resp.json())
+        raise BenchError(f"{where}: {resp.status_code} {resp.text[:300]}")
+    try:
+        return dict(resp.json())
+    except ValueError as exc:
+        raise BenchError(f"{where}: not a JSON object: {resp.text[:300]}") from exc
 
 
 def agent_bundle(name: str, spec: dict[str, Any]) -> bytes:
@@ -483,10 +488,10 @@ class Bench:
         cpu_ms: list[float] = []
         checkpoints: list[dict[str, Any]] = into.setdefault("checkpoints", [])
         for i in range(1, count + 1):
-            session_id = create_session(self.api, self.stack)
-            configure_mock(self.mock, self.stack.model, [{"text": "ok"}])
-            cpu_before = cpu_seconds(self.stack.server_pids)
             try:
+                session_id = create_session(self.api, self.stack)
+                configure_mock(self.mock, self.stack.model, [{"text": "ok"}])
+                cpu_before = cpu_seconds(self.stack.server_pids)
                 trace = self.driver.run(session_id, message_event(f"preload {i}"))
                 wait_idle(self.api, session_id)
             except BenchError as exc:
@@ -617,7 +622,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def measure(args: argparse.Namespace, samples: dict[str, list[float]], preload: dict[str, Any]) -> None:
     """Everything that needs the servers; fills ``samples`` and ``preload`` as it goes."""
-    with running_stack(RESULTS_DIR) as stack:
+    with running_stack(RESULTS_DIR, args.out.stem) as stack:
         bench = Bench(stack, args.turn_timeout)
         try:
             bench.prepare()
