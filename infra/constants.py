@@ -20,6 +20,7 @@ LAYER_IMPLEMENTATION = "cp"
 CTX_PROD = "prod"  # "true": RETAIN + deletion protection on stateful resources
 CTX_LWA_LAYER_VERSION = "lwaLayerVersion"
 CTX_ALARM_TOPIC_ARN = "alarmTopicArn"  # optional: an existing SNS topic the alarms notify
+CTX_POWERTOOLS_TRACER = "powertoolsTracer"
 
 # ---------------------------------------------------------------- Lambda Web Adapter
 LWA_LAYER_ACCOUNT = "753240598075"  # AWS's publishing account for the Lambda Web Adapter layers

@@ -89,6 +89,7 @@ class Functions(Construct):
                     "POWERTOOLS_SERVICE_NAME": C.SERVICE_NAME,
                     "POWERTOOLS_METRICS_NAMESPACE": C.SERVICE_NAME,
                     "POWERTOOLS_LOG_LEVEL": C.POWERTOOLS_LOG_LEVEL,
+                    "POWERTOOLS_TRACE_DISABLED": "false" if config.powertools_tracer else "true",
                 },
             )
             access = permissions.TABLE_ACCESS[spec.name]

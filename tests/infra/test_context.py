@@ -92,3 +92,17 @@ def test_app_reads_cdk_json_context_without_the_cli(monkeypatch: pytest.MonkeyPa
     # And under the CDK CLI, which passes cdk.json and -c values itself, it adds nothing
     monkeypatch.setenv("CDK_CONTEXT_JSON", "{}")
     assert default_context() == {}
+
+
+def test_powertools_tracer_is_opt_in_by_context() -> None:
+    from infra.config import StackConfig
+
+    class _Node:
+        def __init__(self, ctx: dict[str, str]) -> None:
+            self.ctx = ctx
+
+        def try_get_context(self, key: str) -> str | None:
+            return self.ctx.get(key)
+
+    assert StackConfig.from_context(_Node({})).powertools_tracer is False  # type: ignore[arg-type]
+    assert StackConfig.from_context(_Node({"powertoolsTracer": "true"})).powertools_tracer is True  # type: ignore[arg-type]

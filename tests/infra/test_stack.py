@@ -116,6 +116,7 @@ def test_function_environment(template_json: Template, spec: manifest.FunctionSp
     assert env["POWERTOOLS_SERVICE_NAME"] == C.SERVICE_NAME
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == C.SERVICE_NAME
     assert env["POWERTOOLS_LOG_LEVEL"] == C.POWERTOOLS_LOG_LEVEL
+    assert env["POWERTOOLS_TRACE_DISABLED"] == "true"  # the Powertools tracer is opt-in (cold start)
     # And every SKYLOOP_ variable is one skyloop.settings knows (no typo goes unnoticed)
     known = {f.alias for f in Settings.model_fields.values()}
     assert {k for k in env if k.startswith("SKYLOOP_")} <= known

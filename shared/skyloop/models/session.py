@@ -101,7 +101,6 @@ class Turn(BaseModel):
     await_iteration: int | None = None
     unanswered: int = 0
     resumed_iteration: int | None = None
-    consumed_seq: int = 0
 
 
 class PendingCall(BaseModel):
