@@ -246,3 +246,17 @@ def test_ascii_marks_when_the_stream_cannot_encode_unicode() -> None:
     renderer.event(call("c1", "Bash", '{"command": "ls"}'))
     renderer.event(output("c1", "a"))
     assert out.getvalue() == '* Bash(command="ls")\n  | a\n'
+
+
+def test_a_retried_model_call_is_marked_before_its_text_starts_again() -> None:
+    # Given text streamed by a model call that the service then retried
+    text = render(
+        delta("Half an ans", message_id=None),
+        ev({"type": "response.retry", "response_id": RESP, "attempt": 1}),
+        delta("A whole answer.", message_id=None),
+    )
+    # Then the retry is announced on its own line between the two attempts
+    first, note, second = text.splitlines()
+    assert first == "Half an ans"
+    assert "retried" in note
+    assert second == "A whole answer."

@@ -201,6 +201,10 @@ class Renderer:
             self.interrupted()
         elif isinstance(event, ResponseIncomplete):
             self.notice("(the response is incomplete)")
+        elif getattr(event, "type", None) == "response.retry":
+            # The model step was retried after it had streamed: what follows replaces that text.
+            self.newline_if_needed()
+            self.notice("(the model call was retried; its answer starts again)")
 
     def failed(self, error: TaskError | None) -> None:
         if self.failure_shown:
