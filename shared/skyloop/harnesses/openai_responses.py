@@ -6,6 +6,7 @@ second to import; only the model-calling function ever needs it.
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -69,12 +70,7 @@ def call_model(
         raise ModelCallError(
             "no API key: set executor.auth.api_key or OPENAI_API_KEY", code="model_auth_error"
         )
-    client = openai.OpenAI(
-        api_key=api_key,
-        base_url=(auth.base_url if auth and auth.base_url else None),
-        max_retries=MAX_RETRIES,
-        timeout=timeout_s,
-    )
+    client = _client(api_key, auth.base_url if auth and auth.base_url else None, timeout_s)
     kwargs: dict[str, Any] = {
         "model": spec.executor.model,
         "input": to_input_items(items),
@@ -119,6 +115,18 @@ def call_model(
     if final is None:
         raise ModelCallError("model stream ended without response.completed", retryable=True)
     return _result(final, "".join(streamed))
+
+
+@functools.lru_cache(maxsize=32)
+def _client(api_key: str, base_url: str | None, timeout_s: float) -> Any:
+    """One SDK client per endpoint and key, reused by a warm container.
+
+    Building a client builds an HTTP connection pool and a TLS context (tens of
+    milliseconds of CPU); the SDK's clients are thread-safe.
+    """
+    import openai
+
+    return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=MAX_RETRIES, timeout=timeout_s)
 
 
 def _result(response: Any, streamed_text: str) -> ModelResult:

@@ -1,9 +1,11 @@
 """``skyloop dev``: the whole stack in one process on moto.
 
-moto runs as a threaded server on a private port (Step Functions' executor
-and the handlers' boto3 clients reach it through ``MOTO_PORT`` and
-``AWS_ENDPOINT_URL``); Lambda invocations run the real handlers in-process;
-the gateway serves the API and the stream on the public port.
+moto's backends live in this process. Everything in it (the gateway, the
+stream, Step Functions' executor and the handlers) reaches them in-process
+through moto's botocore hook, with no HTTP hop; a threaded moto server on a
+private port serves the same backends to other processes (``skyloop token
+--endpoint-url``, tests). Lambda invocations run the real handlers; the
+gateway serves the API and the stream on the public port.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 REGION = "us-east-1"
+MOTO_CONFIG: Any = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
 TABLE_NAME = "skyloop-local"
 OFFLINE_MODEL = "skyloop-offline"
 EXAMPLE_AGENT = "coder"
@@ -42,9 +45,10 @@ class DevStack:
 
 
 def configure_environment(moto_port: int) -> None:
-    """Point every boto3 client in this process (handlers included) at the local moto server."""
-    os.environ["MOTO_PORT"] = str(moto_port)  # moto's Step Functions executor calls Lambda here
-    os.environ["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{moto_port}"
+    """The environment every function of the local stack shares (boto3 stays on AWS URLs: moto's hook
+    serves them in-process)."""
+    os.environ["MOTO_PORT"] = str(moto_port)
+    os.environ.pop("AWS_ENDPOINT_URL", None)
     os.environ["AWS_DEFAULT_REGION"] = REGION
     os.environ["AWS_REGION"] = REGION
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
@@ -61,19 +65,21 @@ def start(host: str, port: int, *, moto_port: int | None = None, example_agent: 
     moto_port = moto_port or free_port()
     configure_environment(moto_port)
 
-    from moto.core.config import default_user_config
+    from moto import mock_aws
     from moto.server import ThreadedMotoServer
 
     from skyloop import deps, mockllm
-    from skyloop.local import lambda_hook, moto_dynamodb
+    from skyloop.local import lambda_hook, moto_dynamodb, moto_stepfunctions
     from skyloop.local.gateway import create_gateway
     from skyloop.local.resources import bootstrap
+    from skyloop.store import notifier
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    default_user_config["stepfunctions"]["execute_state_machine"] = True
-    default_user_config["lambda"]["use_docker"] = False
+    mock_aws(config=MOTO_CONFIG).start()  # in-process AWS for the whole process, for its lifetime
+    moto_dynamodb.install()
+    moto_stepfunctions.install()
     lambda_hook.install()
-    moto_dynamodb.serialize_requests()
+    notifier.enable_wakeups()  # every append happens in this process (or is forwarded to it)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
     server.start()
 

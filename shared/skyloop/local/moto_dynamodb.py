@@ -1,51 +1,317 @@
-"""Make moto's DynamoDB safe and fast to call from many threads at once.
+"""Make moto's DynamoDB safe to call from many threads, and as cheap as what a request touches.
 
-moto's DynamoDB backend has no lock, and its ``TransactWriteItems`` deep-copies
-every touched table up front and puts the copy back when a condition fails:
-that silently undoes other threads' writes, and costs time in proportion to
-the whole table on every transaction (every event append is one). The local
-stack serves requests on many threads (the moto server, Step Functions
-executions, streams, the TTL sweeper), so:
+moto's DynamoDB backend has no lock; its ``TransactWriteItems`` deep-copies
+every touched table up front and puts the copy back when a condition fails
+(that silently undoes other threads' writes and costs time in proportion to
+the whole table); and its ``Query`` sorts and walks *every item of the table*
+(base table and indexes alike) to find one partition. The local stack serves
+requests on many threads and keeps a growing table, so :func:`install` patches
+moto in place:
 
-* every DynamoDB request runs under one lock, and
-* transactions roll back only the items they touched (safe under that lock).
+* every DynamoDB request runs under one lock (moto's state is not thread-safe;
+  the lock is held only for moto's in-memory work, microseconds to a
+  millisecond, never across I/O);
+* transactions roll back only the items they touched (safe under that lock);
+* a base-table Query reads only its partition, kept sorted by range key, and
+  narrows it by the key condition and ``ExclusiveStartKey`` with bisection;
+* a GSI Query reads only the items whose index hash key matches, from an index
+  kept up to date by every put and update (stale entries are dropped on read);
+* results that are plain JSON (every item read or write) are encoded with
+  ``json.dumps`` instead of moto's generic shape-walking serializer, which costs
+  more than the operation itself.
 
-Real DynamoDB needs none of this.
+Query semantics stay moto's own: the patch only hands moto's unchanged Query
+code a smaller candidate list, and moto still applies every condition, filter,
+limit and projection itself. Real DynamoDB needs none of this.
 """
 
 from __future__ import annotations
 
+import bisect
+import copy
 import functools
+import json
 import threading
+from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
 _lock = threading.RLock()
+_candidates = threading.local()  # set only while one of our Query calls runs in this thread
 
 
-def serialize_requests() -> Callable[[], None]:
-    """Patch moto's DynamoDB: one request at a time, cheap transaction rollback; returns the undo."""
+class SortedPartition(dict):  # type: ignore[type-arg]
+    """One partition (range key -> item) that also keeps its range keys in sort order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sort_keys: list[Any] = []  # the range keys' cast values, ascending
+        self.range_keys: list[Any] = []  # the DynamoType range keys, in the same order
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if key not in self:
+            raw = key.cast_value
+            at = bisect.bisect_left(self.sort_keys, raw)
+            self.sort_keys.insert(at, raw)
+            self.range_keys.insert(at, key)
+        super().__setitem__(key, value)
+
+    def _forget(self, key: Any) -> None:
+        raw = key.cast_value
+        at = bisect.bisect_left(self.sort_keys, raw)
+        while at < len(self.sort_keys) and self.sort_keys[at] == raw:
+            if self.range_keys[at] == key:
+                del self.sort_keys[at], self.range_keys[at]
+                return
+            at += 1
+
+    def __delitem__(self, key: Any) -> None:
+        super().__delitem__(key)
+        self._forget(key)
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        if key in self:
+            self._forget(key)
+        return super().pop(key, *default)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> SortedPartition:
+        out = SortedPartition()
+        for key, value in self.items():
+            out[copy.deepcopy(key, memo)] = copy.deepcopy(value, memo)
+        return out
+
+    def bounds(self, comparison: str | None, values: list[Any]) -> tuple[int, int]:
+        """Index range ``[lo, hi)`` of the keys that can satisfy a key condition."""
+        keys, n = self.sort_keys, len(self.sort_keys)
+        raw = [v.cast_value for v in values]
+        if comparison is None:
+            return 0, n
+        op = comparison.upper()
+        if op in ("EQ", "="):
+            return bisect.bisect_left(keys, raw[0]), bisect.bisect_right(keys, raw[0])
+        if op in ("LT", "<"):
+            return 0, bisect.bisect_left(keys, raw[0])
+        if op in ("LE", "<="):
+            return 0, bisect.bisect_right(keys, raw[0])
+        if op in ("GT", ">"):
+            return bisect.bisect_right(keys, raw[0]), n
+        if op in ("GE", ">="):
+            return bisect.bisect_left(keys, raw[0]), n
+        if op == "BETWEEN":
+            return bisect.bisect_left(keys, raw[0]), bisect.bisect_right(keys, raw[1])
+        if op == "BEGINS_WITH" and isinstance(raw[0], (str, bytes)):
+            lo = hi = bisect.bisect_left(keys, raw[0])
+            while hi < n and keys[hi][: len(raw[0])] == raw[0]:
+                hi += 1
+            return lo, hi
+        return 0, n
+
+
+def _partition_candidates(
+    table: Any,
+    hash_key: Any,
+    comparison: str | None,
+    values: list[Any],
+    exclusive_start_key: dict[str, Any] | None,
+    forward: bool,
+) -> list[Any] | None:
+    partition = table.items.get(hash_key)
+    if partition is None:
+        return []
+    if not isinstance(partition, SortedPartition):
+        return None
+    lo, hi = partition.bounds(comparison, values)
+    if exclusive_start_key and table.range_key_attr in exclusive_start_key:
+        from moto.dynamodb.models.dynamo_type import DynamoType
+
+        start = DynamoType(exclusive_start_key[table.range_key_attr]).cast_value
+        if forward:
+            lo = max(lo, bisect.bisect_right(partition.sort_keys, start))
+        else:
+            hi = min(hi, bisect.bisect_left(partition.sort_keys, start))
+    return [partition[k] for k in partition.range_keys[lo:hi]]
+
+
+def _gsi_hash_attr(index: Any) -> str | None:
+    hashes = [k["AttributeName"] for k in index.schema if k["KeyType"] == "HASH"]
+    return hashes[0] if len(hashes) == 1 else None
+
+
+def _gsi_entries(table: Any) -> dict[str, defaultdict[Any, set[tuple[Any, Any]]]]:
+    """Per GSI: index hash value -> primary keys that had it when written (built once, lazily)."""
+    entries = getattr(table, "_skyloop_gsi", None)
+    if entries is None:
+        entries = {}
+        for index in table.global_indexes or []:
+            attr = _gsi_hash_attr(index)
+            if attr is None:
+                continue
+            by_value: defaultdict[Any, set[tuple[Any, Any]]] = defaultdict(set)
+            for item in _ORIGINAL["all_items"](table):
+                if attr in item.attrs:
+                    by_value[item.attrs[attr]].add((item.hash_key, item.range_key))
+            entries[index.name] = by_value
+        table._skyloop_gsi = entries
+    return entries
+
+
+def _remember_gsi(table: Any, item: Any) -> None:
+    entries = getattr(table, "_skyloop_gsi", None)
+    if entries is None or item is None:
+        return  # not built yet: the first GSI query builds it from the whole table once
+    for index in table.global_indexes or []:
+        attr = _gsi_hash_attr(index)
+        if attr is not None and attr in item.attrs and index.name in entries:
+            entries[index.name][item.attrs[attr]].add((item.hash_key, item.range_key))
+
+
+def _gsi_candidates(table: Any, index_name: str, hash_key: Any, hash_conditions: Any) -> list[Any] | None:
+    index = next((i for i in table.global_indexes or [] if i.name == index_name), None)
+    if index is None:
+        return None
+    attr = _gsi_hash_attr(index)
+    if attr is None:
+        return None
+    wanted = hash_key
+    for name, value in hash_conditions or []:
+        if name == attr:
+            wanted = value
+    if wanted is None:
+        return None
+    keys = _gsi_entries(table).get(index_name, {}).get(wanted)
+    if not keys:
+        return []
+    out = []
+    for key in list(keys):
+        h, r = key
+        partition = table.items.get(h)
+        item = partition.get(r) if isinstance(partition, dict) and r is not None else partition
+        if item is None or not hasattr(item, "attrs") or item.attrs.get(attr) != wanted:
+            keys.discard(key)  # deleted, or re-written under another index value
+            continue
+        out.append(item)
+    return out
+
+
+_ORIGINAL: dict[str, Callable[..., Any]] = {}
+
+
+def install() -> Callable[[], None]:
+    """Patch moto's DynamoDB as the module docstring says; returns the undo."""
     from moto.dynamodb.models import DynamoDBBackend
-    from moto.dynamodb.responses import DynamoHandler
+    from moto.dynamodb.models.table import Table
+    from moto.dynamodb.responses import DynamoHandler, DynamoResult
 
-    original = DynamoHandler.call_action
-    original_transact = DynamoDBBackend.transact_write_items
+    if _ORIGINAL:
+        return lambda: None  # already installed in this process
+    _ORIGINAL.update(
+        call_action=DynamoHandler.call_action,
+        transact=DynamoDBBackend.transact_write_items,
+        update_item=DynamoDBBackend.update_item,
+        table_init=Table.__init__,
+        put_item=Table.put_item,
+        query=Table.query,
+        all_items=Table.all_items,
+        execute_result=DynamoResult.execute_result,
+    )
 
-    @functools.wraps(original)
+    @functools.wraps(_ORIGINAL["execute_result"])
+    def execute_result(self: Any, context: Any) -> Any:
+        try:
+            body = json.dumps(self.result, separators=(",", ":"))
+        except (TypeError, ValueError):  # e.g. a table description with datetimes
+            return _ORIGINAL["execute_result"](self, context)
+        return 200, {"Content-Type": "application/x-amz-json-1.0"}, body
+
+    @functools.wraps(_ORIGINAL["call_action"])
     def call_action(self: Any) -> Any:
         with _lock:
-            return original(self)
+            return _ORIGINAL["call_action"](self)
+
+    @functools.wraps(_ORIGINAL["table_init"])
+    def table_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        _ORIGINAL["table_init"](self, *args, **kwargs)
+        if self.range_key_attr is not None:
+            self.items = defaultdict(SortedPartition)
+
+    @functools.wraps(_ORIGINAL["put_item"])
+    def put_item(self: Any, *args: Any, **kwargs: Any) -> Any:
+        item = _ORIGINAL["put_item"](self, *args, **kwargs)
+        _remember_gsi(self, item)
+        return item
+
+    @functools.wraps(_ORIGINAL["update_item"])
+    def update_item(self: Any, table_name: str, key: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        item = _ORIGINAL["update_item"](self, table_name, key, *args, **kwargs)
+        _remember_gsi(self.get_table(table_name), item)
+        return item
+
+    @functools.wraps(_ORIGINAL["all_items"])
+    def all_items(self: Any) -> list[Any]:
+        override = getattr(_candidates, "value", None)
+        if override is not None and override[0] is self:
+            return list(override[1])
+        return list(_ORIGINAL["all_items"](self))
+
+    @functools.wraps(_ORIGINAL["query"])
+    def query(
+        self: Any,
+        hash_key: Any,
+        range_comparison: str | None,
+        range_objs: list[Any],
+        limit: int,
+        exclusive_start_key: dict[str, Any],
+        scan_index_forward: bool,
+        projection_expressions: Any,
+        index_name: str | None = None,
+        consistent_read: bool = False,
+        filter_expression: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        if index_name:
+            found = _gsi_candidates(self, index_name, hash_key, kwargs.get("hash_key_conditions"))
+        elif hash_key is not None and self.range_key_attr is not None:
+            found = _partition_candidates(
+                self, hash_key, range_comparison, range_objs, exclusive_start_key, scan_index_forward
+            )
+        else:
+            found = None
+        args = (hash_key, range_comparison, range_objs, limit, exclusive_start_key, scan_index_forward)
+        rest = (projection_expressions, index_name, consistent_read, filter_expression)
+        if found is None:
+            return _ORIGINAL["query"](self, *args, *rest, **kwargs)
+        _candidates.value = (self, found)
+        try:
+            return _ORIGINAL["query"](self, *args, *rest, **kwargs)
+        finally:
+            _candidates.value = None
 
     DynamoHandler.call_action = call_action  # type: ignore[method-assign]
     DynamoDBBackend.transact_write_items = _transact_write_items  # type: ignore[method-assign]
+    DynamoDBBackend.update_item = update_item  # type: ignore[method-assign]
+    Table.__init__ = table_init  # type: ignore[method-assign]
+    Table.put_item = put_item  # type: ignore[method-assign]
+    Table.query = query  # type: ignore[method-assign]
+    Table.all_items = all_items  # type: ignore[method-assign]
+    DynamoResult.execute_result = execute_result  # type: ignore[method-assign]
 
     def undo() -> None:
-        DynamoHandler.call_action = original  # type: ignore[method-assign]
-        DynamoDBBackend.transact_write_items = original_transact  # type: ignore[method-assign]
+        DynamoHandler.call_action = _ORIGINAL["call_action"]  # type: ignore[method-assign]
+        DynamoDBBackend.transact_write_items = _ORIGINAL["transact"]  # type: ignore[method-assign]
+        DynamoDBBackend.update_item = _ORIGINAL["update_item"]  # type: ignore[method-assign]
+        Table.__init__ = _ORIGINAL["table_init"]  # type: ignore[method-assign]
+        Table.put_item = _ORIGINAL["put_item"]  # type: ignore[method-assign]
+        Table.query = _ORIGINAL["query"]  # type: ignore[method-assign]
+        Table.all_items = _ORIGINAL["all_items"]  # type: ignore[method-assign]
+        DynamoResult.execute_result = _ORIGINAL["execute_result"]  # type: ignore[method-assign]
+        _ORIGINAL.clear()
 
     return undo
+
+
+serialize_requests = install  # the name older callers use
 
 
 def _transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:

@@ -1,10 +1,10 @@
-"""In-process wake-ups for stream readers.
+"""Wake-ups for stream readers from appends made in the same process (or forwarded to it).
 
-In the local stack every writer and every stream live in one process, and
-moto's Query walks the whole table, so streams must not poll blindly: each
-successful append wakes the readers of that session. In the cloud nobody
-calls :func:`notify` across processes and readers fall back to polling with
-backoff; the code path is the same.
+In the local stack every append happens in this process or in one of its
+Lambda worker processes, which forward each notification here, so streams
+need not poll: :func:`enable_wakeups` switches readers to waiting for a
+wake-up only. In the cloud nobody enables it, readers poll with backoff, and
+:func:`notify` reaches no one; the code path is the same.
 """
 
 from __future__ import annotations
@@ -13,12 +13,42 @@ import asyncio
 import contextlib
 import threading
 from collections import defaultdict
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 _lock = threading.Lock()
 _waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = defaultdict(set)
+_wakeups = False
+_publisher: Callable[[str], None] | None = None
+
+
+def enable_wakeups(enabled: bool = True) -> None:
+    """Declare that every append to the table is notified here (the local stack does)."""
+    global _wakeups
+    _wakeups = enabled
+
+
+def wakeups_enabled() -> bool:
+    return _wakeups
+
+
+def set_publisher(publisher: Callable[[str], None] | None) -> None:
+    """Send this process's notifications elsewhere (a local Lambda worker sends them to the stack)."""
+    global _publisher
+    _publisher = publisher
 
 
 def notify(session_id: str) -> None:
+    """Called after an append to ``session_id`` committed."""
+    if _publisher is not None:
+        _publisher(session_id)
+        return
+    deliver(session_id)
+
+
+def deliver(session_id: str) -> None:
     with _lock:
         waiters = list(_waiters.get(session_id, ()))
     for loop, event in waiters:
@@ -36,7 +66,12 @@ class Subscription:
         with _lock:
             _waiters[session_id].add(self._key)
 
-    async def wait(self, timeout: float) -> bool:
+    async def wait(self, timeout: float | None) -> bool:
+        """Wait for a wake-up (``None``: for as long as it takes); the event is cleared on return.
+
+        A wake-up that lands before the wait starts is not lost: it leaves the
+        event set, so the wait returns at once.
+        """
         try:
             await asyncio.wait_for(self._event.wait(), timeout)
             return True

@@ -9,13 +9,13 @@ that seq, then continues live. Without a cursor the stream is a live tail
 from the session's current seq. The stream closes itself before Lambda's
 15-minute limit with a ``retry:`` hint so clients reconnect with their cursor.
 
-Reads are polled: fast while a turn runs, slowly when idle, and cut short by
-in-process append notifications where writers share the process (local stack).
+All open streams of a session in one process share one reader
+(:mod:`skyloop.stream.feed`): it polls with backoff in the cloud and, in the
+local stack, reads only when an append wakes it.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import time
 from typing import TYPE_CHECKING, Any
@@ -28,7 +28,7 @@ from starlette.routing import Route
 from skyloop import events as ev
 from skyloop.errors import InvalidInputError, NotFoundError, SkyloopError
 from skyloop.ids import is_hex32
-from skyloop.store.notifier import Subscription
+from skyloop.stream import feed
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -36,10 +36,10 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
     from skyloop.settings import Settings
-    from skyloop.store import DynamoStore, StoredEvent
+    from skyloop.store import StoredEvent
+    from skyloop.stream.feed import FeedCursor
 
 RETRY_MS = 1000
-PAGE = 500  # events per read; a full page is followed by another read at once
 MAX_CURSOR = 10**12 - 1  # sequence numbers are stored 12 digits wide
 
 
@@ -70,47 +70,17 @@ def parse_cursor(last_event_id: str | None, after: str | None) -> int | None:
     return value
 
 
-class SessionTail:
-    """One reader's position in one session's log, and how often to look again."""
-
-    def __init__(
-        self, store: DynamoStore, settings: Settings, session_id: str, cursor: int, running: bool
-    ) -> None:
-        self.store = store
-        self.settings = settings
-        self.session_id = session_id
-        self.cursor = cursor
-        self.running = running
-
-    async def read(self) -> tuple[list[StoredEvent], bool]:
-        """The next page of events and whether more may follow at once."""
-        found, covered, full = await anyio.to_thread.run_sync(
-            functools.partial(self.store.read_event_page, self.session_id, self.cursor, limit=PAGE)
-        )
-        self.cursor = covered
-        for e in found:
-            if e.type == ev.SESSION_STATUS:
-                self.running = e.data.get("status") == "running"
-        return found, full
-
-    @property
-    def poll_s(self) -> float:
-        return self.settings.poll_busy_s if self.running else self.settings.poll_idle_s
-
-
-async def _frames(tail: SessionTail, request: Request) -> AsyncIterator[str]:
-    settings = tail.settings
+async def _frames(cursor: FeedCursor, settings: Settings) -> AsyncIterator[str]:
     deadline = time.monotonic() + settings.stream_max_s
-    subscription = Subscription(tail.session_id)
     try:
         yield f"retry: {RETRY_MS}\n" + frame(ev.heartbeat())
         last_frame = time.monotonic()
         while True:
-            page, full = await tail.read()
+            page, more = await cursor.next_page()
             for event in page:
                 yield event_frame(event)
                 last_frame = time.monotonic()
-            if full:
+            if more:
                 continue  # a long replay: keep reading without waiting
             now = time.monotonic()
             if now >= deadline:
@@ -119,10 +89,10 @@ async def _frames(tail: SessionTail, request: Request) -> AsyncIterator[str]:
             if now - last_frame >= settings.heartbeat_s:
                 yield frame(ev.heartbeat())
                 last_frame = now
-            wait = min(tail.poll_s, deadline - now, max(0.0, settings.heartbeat_s - (now - last_frame)))
-            await subscription.wait(max(wait, 0.001))
+            wait = min(deadline - now, max(0.0, settings.heartbeat_s - (now - last_frame)))
+            await cursor.wait(max(wait, 0.001))
     finally:
-        subscription.close()
+        cursor.close()
 
 
 async def stream_session(request: Request) -> Any:
@@ -150,9 +120,9 @@ async def stream_session(request: Request) -> Any:
     except SkyloopError as exc:
         return JSONResponse(exc.to_body(), status_code=exc.status)
     start = session.last_seq if cursor is None else cursor
-    tail = SessionTail(store, settings, session_id, start, session.status == "running")
+    tail = feed.registry().cursor(store, settings, session_id, start, session.status == "running")
     return StreamingResponse(
-        _frames(tail, request),
+        _frames(tail, settings),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )

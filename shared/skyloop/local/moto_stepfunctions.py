@@ -1,0 +1,93 @@
+"""Make moto's Step Functions executor cheap per state: no re-parsing, no client rebuilding.
+
+moto's ASL interpreter, per execution and per state, redoes work whose result
+never changes:
+
+* it parses the state machine's definition with ANTLR on every StartExecution
+  (~35 ms of CPU for the turn machine): the local stack parses each definition
+  once and hands every execution a deep copy of the parsed program (~2 ms), so
+  no execution can see another's state;
+* it compiles every JSONPath (``$.Payload``, ``$.error``...) with a freshly
+  generated parser each time it is evaluated (~0.6 ms each): compiled paths
+  are immutable, so they are cached by their text;
+* it builds a new boto3 client for every ``lambda:invoke`` task (5-15 ms):
+  boto3 clients are thread-safe, so one per (region, service) is reused.
+
+Real Step Functions needs none of this.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import sys
+import threading
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+_clients: dict[tuple[str, str, bool], Any] = {}
+_programs: dict[str, Any] = {}
+_lock = threading.Lock()
+_undo: list[Callable[[], None]] = []
+
+
+def install() -> Callable[[], None]:
+    """Apply the three caches; returns the undo."""
+    import moto.stepfunctions.parser.asl.component.common.path.result_path as result_path
+    import moto.stepfunctions.parser.asl.component.state.exec.state_task.lambda_eval_utils  # noqa: F401
+    import moto.stepfunctions.parser.asl.utils.json_path as json_path
+    from moto.core.models import botocore_stubber
+    from moto.stepfunctions.parser.asl.utils import boto_client
+    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+
+    if _undo:
+        return lambda: None
+    original_client = boto_client.boto_client_for
+
+    def cached_client(region: str, service: str, state_credentials: Any = None) -> Any:
+        # moto's builder ignores the state's credentials too (every client uses fixed local keys)
+        key = (region, service, bool(botocore_stubber.enabled))
+        with _lock:
+            if key not in _clients:
+                _clients[key] = original_client(region=region, service=service)
+            return _clients[key]
+
+    patched = [
+        module
+        for name, module in list(sys.modules.items())
+        if name.startswith("moto.stepfunctions.parser")
+        and getattr(module, "boto_client_for", None) is original_client
+    ]
+    for module in patched:
+        module.boto_client_for = cached_client  # type: ignore[attr-defined]
+
+    path_parsers = [(json_path, json_path.parse), (result_path, result_path.parse)]
+    for module, parse in path_parsers:
+        module.parse = functools.lru_cache(maxsize=1024)(parse)  # type: ignore[attr-defined]
+
+    original_entrypoint = ExecutionWorker._get_evaluation_entrypoint
+
+    def entrypoint(self: Any) -> Any:
+        definition = self._evaluation_details.state_machine_details.definition
+        with _lock:
+            if definition not in _programs:
+                _programs[definition] = original_entrypoint(self)
+            program = _programs[definition]
+        return copy.deepcopy(program)
+
+    ExecutionWorker._get_evaluation_entrypoint = entrypoint  # type: ignore[method-assign]
+
+    def undo() -> None:
+        for module in patched:
+            module.boto_client_for = original_client  # type: ignore[attr-defined]
+        for module, parse in path_parsers:
+            module.parse = parse  # type: ignore[attr-defined]
+        ExecutionWorker._get_evaluation_entrypoint = original_entrypoint  # type: ignore[method-assign]
+        _clients.clear()
+        _programs.clear()
+        _undo.clear()
+
+    _undo.append(undo)
+    return undo
