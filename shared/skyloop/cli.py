@@ -30,6 +30,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="require 'Authorization: Bearer <token>' as the cloud does",
     )
+    dev.add_argument(
+        "--lambda-runtime",
+        choices=["process", "thread"],
+        default=os.environ.get("SKYLOOP_LOCAL_LAMBDA", "process"),
+        help="run handlers in worker processes, one invocation each at a time, as Lambda does "
+        "(default), or in threads of the stack's process (for a debugger)",
+    )
     mock = sub.add_parser("mock-llm", help="serve the scripted OpenAI-compatible mock model")
     mock.add_argument("--host", default="127.0.0.1")
     mock.add_argument("--port", type=int, default=8089)
@@ -133,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "dev":
         from skyloop.local.dev import serve
 
-        serve(args.host, args.port, require_token=args.require_token)
+        serve(args.host, args.port, require_token=args.require_token, lambda_runtime=args.lambda_runtime)
     elif args.command == "mock-llm":
         from skyloop.mockllm import serve as serve_mock
 

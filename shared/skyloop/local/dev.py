@@ -61,21 +61,31 @@ def configure_environment(moto_port: int) -> None:
     os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 
 
-def start(host: str, port: int, *, moto_port: int | None = None, example_agent: bool = True) -> DevStack:
+def start(
+    host: str,
+    port: int,
+    *,
+    moto_port: int | None = None,
+    example_agent: bool = True,
+    lambda_runtime: str = "process",
+) -> DevStack:
+    """Bring the stack up; ``lambda_runtime`` is ``process`` (worker processes, as Lambda) or ``thread``."""
     moto_port = moto_port or free_port()
     configure_environment(moto_port)
 
     from moto import mock_aws
     from moto.server import ThreadedMotoServer
 
-    from skyloop import deps, mockllm
-    from skyloop.local import lambda_hook, moto_dynamodb, moto_stepfunctions
+    from skyloop import deps, manifest, mockllm
+    from skyloop.local import lambda_hook, moto_core, moto_dynamodb, moto_stepfunctions
     from skyloop.local.gateway import create_gateway
+    from skyloop.local.lambda_runtime import ProcessRuntime
     from skyloop.local.resources import bootstrap
     from skyloop.store import notifier
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     mock_aws(config=MOTO_CONFIG).start()  # in-process AWS for the whole process, for its lifetime
+    moto_core.install()
     moto_dynamodb.install()
     moto_stepfunctions.install()
     lambda_hook.install()
@@ -87,12 +97,14 @@ def start(host: str, port: int, *, moto_port: int | None = None, example_agent: 
     resources = bootstrap(deps.client, table_name=TABLE_NAME, environment={"SKYLOOP_TABLE_NAME": TABLE_NAME})
     os.environ["SKYLOOP_STATE_MACHINE_ARN"] = resources.state_machine_arn
     deps.reset()
+    if lambda_runtime == "process":  # started now: environments take the finished environment
+        lambda_hook.install(ProcessRuntime([f.name for f in manifest.FUNCTIONS if not f.streaming]))
 
     _start_sweeper(float(os.environ.get("SKYLOOP_SWEEP_INTERVAL_S", "60")))
     url = f"http://{host}:{port}"
     mock_app = mockllm.create_app()
     agent_id = _register_example(url, mock_app) if example_agent else None
-    app = create_gateway(deps.client("lambda"), mock_app=mock_app)
+    app = create_gateway(lambda_hook.direct_invoker(resources.function_arns["api"]), mock_app=mock_app)
     return DevStack(
         url=url,
         moto_url=f"http://127.0.0.1:{moto_port}",
@@ -150,12 +162,14 @@ def _register_example(url: str, mock_app: Any) -> str:
     return agent.id
 
 
-def serve(host: str = "127.0.0.1", port: int = 8080, *, require_token: bool = False) -> None:
+def serve(
+    host: str = "127.0.0.1", port: int = 8080, *, require_token: bool = False, lambda_runtime: str = "process"
+) -> None:
     import uvicorn
 
     if require_token:
         os.environ["SKYLOOP_REQUIRE_TOKEN"] = "true"
-    stack = start(host, port)
+    stack = start(host, port, lambda_runtime=lambda_runtime)
     model = "OpenAI" if os.environ.get("OPENAI_API_KEY") else "the offline scripted model"
     print(f"skyloop dev: serving {stack.url}", flush=True)
     print(f"  runner id:      {stack.runner_id}", flush=True)

@@ -2,8 +2,9 @@
 
 ``/v1/sessions/{id}/stream`` goes straight to the stream ASGI app (moto cannot
 serve function URLs); every other request becomes an API Gateway HTTP API
-payload v2 event and is invoked on the API function through moto's Lambda,
-which runs the real handler in-process.
+payload v2 event and is invoked on the API function through moto's Lambda
+(its per-function funnel, as API Gateway's integration would), which runs the
+real handler in the local Lambda runtime.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from starlette.applications import Starlette
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 
-from skyloop.local.lambda_hook import FUNCTION_PREFIX
 from skyloop.stream.app import healthz, stream_session
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from starlette.requests import Request
 
 TEXT_TYPES = ("application/json", "text/", "application/x-www-form-urlencoded")
@@ -73,16 +75,14 @@ def http_api_event(request: Request, body: bytes) -> dict[str, Any]:
     }
 
 
-def create_gateway(lambda_client: Any, *, mock_app: Any = None) -> Starlette:
-    function_name = FUNCTION_PREFIX + "api"
+def create_gateway(invoke_api: Callable[[bytes], tuple[bytes, bool]], *, mock_app: Any = None) -> Starlette:
+    """``invoke_api(payload) -> (body, failed)`` runs the API function (see ``lambda_hook.direct_invoker``)."""
 
     async def proxy(request: Request) -> Response:
         event = http_api_event(request, await request.body())
-        result = await anyio.to_thread.run_sync(
-            lambda: lambda_client.invoke(FunctionName=function_name, Payload=json.dumps(event).encode())
-        )
-        out = json.loads(result["Payload"].read() or b"{}")
-        if result.get("FunctionError"):
+        raw_out, failed = await anyio.to_thread.run_sync(invoke_api, json.dumps(event).encode())
+        out = json.loads(raw_out or b"{}")
+        if failed:
             body = {"error": {"code": "internal_error", "message": "the API function failed"}}
             return Response(json.dumps(body), status_code=502, media_type="application/json")
         raw = out.get("body") or ""

@@ -1,10 +1,11 @@
-"""Run moto's Lambda functions as the real in-process Python handlers (no Docker).
+"""Run moto's Lambda functions as the real handlers of ``functions/`` (no Docker).
 
 Two patches on moto 5.x (see ``shared/notes`` of the founding brief):
 
 * ``LambdaFunction.invoke(body, request_headers, response_headers)`` is the one
   per-function funnel behind Invoke and event-source delivery; it is replaced
-  by "load ``functions/<name>/handler.py`` from the manifest and call it".
+  by "hand the invocation to the local Lambda runtime", which runs the
+  handler file named by the manifest (see :mod:`skyloop.local.lambda_runtime`).
 * ``LambdaSimpleBackend.invoke`` (``use_docker=False``) normally echoes the
   payload; it is made to delegate to the function again.
 
@@ -14,100 +15,99 @@ through boto3, so they run the real handlers too.
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import threading
 import time
-import traceback
 import uuid
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from moto.awslambda.models import LambdaBackend, LambdaFunction
 from moto.awslambda_simple.models import LambdaSimpleBackend
 
-from skyloop import manifest
+from skyloop.local.handlers import FUNCTION_PREFIX, LocalContext, handler_for
+from skyloop.local.lambda_runtime import Invocation, Runtime, ThreadRuntime
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
+__all__ = [
+    "FUNCTION_PREFIX",
+    "LocalContext",
+    "direct_invoker",
+    "handler_for",
+    "install",
+    "runtime",
+    "uninstall",
+]
 
-FUNCTION_PREFIX = "skyloop-"
-_handlers: dict[str, Callable[[dict[str, Any], Any], Any]] = {}
-_load_lock = threading.Lock()
-
-
-@dataclass
-class LocalContext:
-    """The attributes of a Lambda context that handlers and Powertools read."""
-
-    function_name: str
-    function_version: str
-    invoked_function_arn: str
-    memory_limit_in_mb: int
-    aws_request_id: str
-    log_group_name: str
-    log_stream_name: str
-    _deadline: float
-
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, int((self._deadline - time.time()) * 1000))
+_runtime: list[Runtime] = [ThreadRuntime()]
 
 
-def handler_for(function_name: str) -> Callable[[dict[str, Any], Any], Any]:
-    name = function_name.removeprefix(FUNCTION_PREFIX)
-    with _load_lock:
-        if name not in _handlers:
-            spec = manifest.by_name(name)
-            module_name = f"skyloop_functions_{name}"
-            loader = importlib.util.spec_from_file_location(module_name, spec.handler_file)
-            if loader is None or loader.loader is None:
-                raise ImportError(f"cannot load {spec.handler_file}")
-            module = importlib.util.module_from_spec(loader)
-            loader.loader.exec_module(module)
-            _handlers[name] = getattr(module, spec.handler.rsplit(".", 1)[1])
-        return _handlers[name]
+def runtime() -> Runtime:
+    return _runtime[0]
+
+
+def invocation_for(function: LambdaFunction, body: Any) -> Invocation:
+    timeout = float(function.timeout or 3)
+    request_id = str(uuid.uuid4())
+    context = LocalContext(
+        function.function_name,
+        function.version,
+        function.function_arn,
+        int(function.memory_size or 128),
+        request_id,
+        f"/aws/lambda/{function.function_name}",
+        "local",
+        time.time() + timeout,
+    )
+    payload = body if isinstance(body, bytes) else (body or "").encode()
+    return Invocation(
+        function_name=function.function_name,
+        payload=payload,
+        context=context,
+        timeout_s=timeout,
+        environment=dict(function.environment_vars or {}),
+    )
 
 
 def _fn_invoke(self: LambdaFunction, body: Any, request_headers: Any, response_headers: Any) -> bytes:
-    event = json.loads(body) if body else {}
-    ctx = LocalContext(
-        self.function_name,
-        self.version,
-        self.function_arn,
-        int(self.memory_size or 128),
-        str(uuid.uuid4()),
-        f"/aws/lambda/{self.function_name}",
-        "local",
-        time.time() + float(self.timeout or 3),
-    )
-    handler = handler_for(self.function_name)
-
-    def run() -> bytes:
-        try:
-            return json.dumps(handler(event, ctx)).encode()
-        except Exception as exc:  # Lambda's unhandled-error envelope
-            response_headers["x-amz-function-error"] = "Unhandled"
-            return json.dumps(
-                {
-                    "errorType": type(exc).__name__,
-                    "errorMessage": str(exc),
-                    "stackTrace": traceback.format_tb(exc.__traceback__),
-                }
-            ).encode()
-
+    invocation = invocation_for(self, body)
     if (request_headers or {}).get("X-Amz-Invocation-Type") == "Event":
-        threading.Thread(target=run, daemon=True).start()
+        threading.Thread(target=runtime().invoke, args=(invocation,), daemon=True).start()
         return b""
-    return run()
+    out, failed = runtime().invoke(invocation)
+    if failed:
+        response_headers["x-amz-function-error"] = "Unhandled"
+    return out
+
+
+def direct_invoker(function_arn: str) -> Any:
+    """A synchronous ``invoke(payload) -> (body, failed)`` for one moto function, as API Gateway calls it.
+
+    It enters the same per-function funnel as Lambda's Invoke API (so counts
+    and the runtime are the same) without a botocore round trip through
+    moto's Lambda API, which the edge never makes in the cloud either.
+    """
+    from moto.awslambda_simple.models import lambda_simple_backends  # moto's backend without Docker
+
+    _, _, _, region, account_id, _, name = function_arn.split(":", 6)
+    function = lambda_simple_backends[account_id][region].get_function(name)
+
+    def invoke(payload: bytes) -> tuple[bytes, bool]:
+        response_headers: dict[str, str] = {}
+        body = function.invoke(payload, {}, response_headers)
+        return body, bool(response_headers.get("x-amz-function-error"))
+
+    return invoke
 
 
 _saved = (LambdaFunction.invoke, LambdaSimpleBackend.invoke)
 
 
-def install() -> None:
+def install(with_runtime: Runtime | None = None) -> None:
+    if with_runtime is not None:
+        _runtime[0] = with_runtime
     LambdaFunction.invoke = _fn_invoke  # type: ignore[method-assign]
     LambdaSimpleBackend.invoke = LambdaBackend.invoke  # type: ignore[method-assign]
 
 
 def uninstall() -> None:
     LambdaFunction.invoke, LambdaSimpleBackend.invoke = _saved  # type: ignore[method-assign]
+    _runtime[0].close()
+    _runtime[0] = ThreadRuntime()

@@ -18,7 +18,9 @@ moto in place:
   kept up to date by every put and update (stale entries are dropped on read);
 * results that are plain JSON (every item read or write) are encoded with
   ``json.dumps`` instead of moto's generic shape-walking serializer, which costs
-  more than the operation itself.
+  more than the operation itself;
+* a parsed UpdateExpression is kept per expression text (moto's validator
+  works on its own deep copy of it, so the parsed tree is never changed).
 
 Query semantics stay moto's own: the patch only hands moto's unchanged Query
 code a smaller candidate list, and moto still applies every condition, filter,
@@ -200,6 +202,7 @@ _ORIGINAL: dict[str, Callable[..., Any]] = {}
 
 def install() -> Callable[[], None]:
     """Patch moto's DynamoDB as the module docstring says; returns the undo."""
+    import moto.dynamodb.models as models
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.table import Table
     from moto.dynamodb.responses import DynamoHandler, DynamoResult
@@ -215,7 +218,14 @@ def install() -> Callable[[], None]:
         query=Table.query,
         all_items=Table.all_items,
         execute_result=DynamoResult.execute_result,
+        parser=models.UpdateExpressionParser,
     )
+
+    class CachedUpdateExpressionParser(_ORIGINAL["parser"]):  # type: ignore[misc,valid-type]
+        @classmethod
+        @functools.lru_cache(maxsize=4096)
+        def make(cls, expression_str: str) -> Any:
+            return _ORIGINAL["parser"].make(expression_str)
 
     @functools.wraps(_ORIGINAL["execute_result"])
     def execute_result(self: Any, context: Any) -> Any:
@@ -296,6 +306,7 @@ def install() -> Callable[[], None]:
     Table.query = query  # type: ignore[method-assign]
     Table.all_items = all_items  # type: ignore[method-assign]
     DynamoResult.execute_result = execute_result  # type: ignore[method-assign]
+    models.UpdateExpressionParser = CachedUpdateExpressionParser  # type: ignore[misc]
 
     def undo() -> None:
         DynamoHandler.call_action = _ORIGINAL["call_action"]  # type: ignore[method-assign]
@@ -306,6 +317,7 @@ def install() -> Callable[[], None]:
         Table.query = _ORIGINAL["query"]  # type: ignore[method-assign]
         Table.all_items = _ORIGINAL["all_items"]  # type: ignore[method-assign]
         DynamoResult.execute_result = _ORIGINAL["execute_result"]  # type: ignore[method-assign]
+        models.UpdateExpressionParser = _ORIGINAL["parser"]  # type: ignore[misc]
         _ORIGINAL.clear()
 
     return undo

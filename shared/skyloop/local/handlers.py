@@ -1,0 +1,60 @@
+"""Load the real handler files of ``functions/`` by name, and the context Lambda passes them.
+
+Shared by both local Lambda runtimes (in-process threads and worker
+processes); imports nothing of moto, so a worker process stays light.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from skyloop import manifest
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+FUNCTION_PREFIX = "skyloop-"
+_handlers: dict[str, Callable[[dict[str, Any], Any], Any]] = {}
+_load_lock = threading.Lock()
+
+
+@dataclass
+class LocalContext:
+    """The attributes of a Lambda context that handlers and Powertools read."""
+
+    function_name: str
+    function_version: str
+    invoked_function_arn: str
+    memory_limit_in_mb: int
+    aws_request_id: str
+    log_group_name: str
+    log_stream_name: str
+    _deadline: float
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.time()) * 1000))
+
+
+def handler_for(function_name: str) -> Callable[[dict[str, Any], Any], Any]:
+    """The handler callable of ``functions/<name>/`` (with or without the stack's name prefix)."""
+    name = function_name.removeprefix(FUNCTION_PREFIX)
+    with _load_lock:
+        if name not in _handlers:
+            spec = manifest.by_name(name)
+            module_name = f"skyloop_functions_{name}"
+            loader = importlib.util.spec_from_file_location(module_name, spec.handler_file)
+            if loader is None or loader.loader is None:
+                raise ImportError(f"cannot load {spec.handler_file}")
+            module = importlib.util.module_from_spec(loader)
+            loader.loader.exec_module(module)
+            _handlers[name] = getattr(module, spec.handler.rsplit(".", 1)[1])
+        return _handlers[name]
+
+
+def error_envelope(error_type: str, message: str, trace: list[str] | None = None) -> dict[str, Any]:
+    """Lambda's body for a function error (``X-Amz-Function-Error: Unhandled``)."""
+    return {"errorType": error_type, "errorMessage": message, "stackTrace": trace or []}

@@ -1,0 +1,183 @@
+"""A local Lambda execution environment: one process, one function, one invocation at a time.
+
+Started by :mod:`skyloop.local.lambda_runtime` (forked from a server that has
+already imported what handlers need, so a new environment is ready in tens of
+milliseconds). Like Lambda, the environment keeps its module state between
+invocations and never runs two at once. Its boto3 clients reach the stack's
+moto through the pipe to the stack process (a botocore ``before-send`` hook,
+the same seam moto itself uses in-process), and its appends' stream wake-ups
+are forwarded there too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import traceback
+from typing import TYPE_CHECKING, Any
+
+import botocore.handlers
+from botocore.awsrequest import AWSResponse, HeadersDict
+
+# Imported here so the fork server loads them once and every environment starts warm.
+import skyloop.api.app
+import skyloop.harnesses.openai_responses
+import skyloop.turns.steps  # noqa: F401
+from skyloop.local.handlers import LocalContext, error_envelope, handler_for
+from skyloop.store import notifier
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
+
+class _RawBody:
+    """The minimal raw-response object botocore reads a buffered body from."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def read(self, *_: Any, **__: Any) -> bytes:
+        data, self._data = self._data, b""
+        return data
+
+    def stream(self, **_: Any) -> Any:
+        if self._data:
+            yield self.read()
+
+
+_channel: list[Any] = []  # this environment's pipe to the stack, set when it starts serving
+
+
+def preload() -> None:
+    """In the fork server: load every handler and build the AWS clients, so forks start warm.
+
+    The clients' requests go through the forwarder registered here, which uses
+    the pipe of whichever environment (child) later sends them.
+    """
+    from skyloop import deps, manifest
+    from skyloop.local.handlers import handler_for
+
+    botocore.handlers.BUILTIN_HANDLERS.append(("before-send", _forward))
+    _channel[:] = [_Canned()]  # warm each client's request path once (endpoints, signing, parsing)
+    try:
+        deps.client("dynamodb").get_item(TableName="warm-up", Key={"pk": {"S": "x"}})
+        deps.client("stepfunctions").describe_execution(executionArn=_WARM_ARN)
+        deps.client("lambda").get_function(FunctionName="warm-up")
+    finally:
+        _channel.clear()
+    for spec in manifest.FUNCTIONS:
+        if not spec.streaming:
+            handler_for(spec.name)
+    _warm_openai()
+
+
+def _warm_openai() -> None:
+    """Stream one scripted text and one tool-call response through the SDK, in memory.
+
+    The SDK loads its resources lazily and pydantic builds each event type's
+    validator on first use: a quarter of a second of CPU that every new
+    environment would otherwise pay on its first model call.
+    """
+    import httpx2
+    import openai
+
+    from skyloop.mockllm._sse import response_events, sse_frame
+    from skyloop.mockllm._state import QueuedResponse, ToolCall
+
+    entries = [
+        QueuedResponse(text="warm up", stream=True),
+        QueuedResponse(tool_calls=[ToolCall(name="Warm", arguments="{}")]),
+    ]
+    answered: list[QueuedResponse] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        entry = entries[len(answered) % len(entries)]
+        answered.append(entry)
+        body = "".join(sse_frame(e) for e in response_events(entry, "warm-up"))
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=body.encode())
+
+    client = openai.OpenAI(
+        api_key="warm-up",
+        base_url="http://warm-up.invalid/v1",
+        http_client=httpx2.Client(transport=httpx2.MockTransport(answer)),
+    )
+    for _ in entries:
+        with client.responses.create(model="warm-up", input="warm up", stream=True) as stream:
+            for _event in stream:
+                pass
+    client.close()
+    httpx2.HTTPTransport().close()  # the real transport's modules (httpcore2, h11) load on first use
+
+
+_WARM_ARN = "arn:aws:states:us-east-1:123456789012:execution:warm-up:warm-up"
+
+
+class _Canned:
+    """Answers the fork server's own warm-up requests with an empty success."""
+
+    def call(self, message: tuple[Any, ...]) -> tuple[int, dict[str, str], bytes]:
+        return 200, {"Content-Type": "application/x-amz-json-1.0"}, b"{}"
+
+
+class Channel:
+    """Request/response over the pipe to the stack, usable from any thread of the environment."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.lock = threading.Lock()
+
+    def call(self, message: tuple[Any, ...]) -> Any:
+        with self.lock:
+            self.conn.send(message)
+            return self.conn.recv()
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        with self.lock:
+            self.conn.send(message)
+
+
+def _forward(request: Any, **_: Any) -> AWSResponse:
+    """botocore ``before-send``: answer the request from the stack's moto instead of the network."""
+    if not _channel:
+        raise RuntimeError("an AWS call from the local Lambda fork server itself")
+    body = request.body
+    if hasattr(body, "read"):
+        body = body.read()
+    if isinstance(body, str):
+        body = body.encode()
+    headers = list(request.headers.items())
+    message = ("aws", request.method, request.url, headers, body or b"")
+    status, out_headers, out_body = _channel[0].call(message)
+    return AWSResponse(request.url, status, HeadersDict(out_headers), _RawBody(out_body))
+
+
+def main(conn: Connection, function_name: str, environment: dict[str, str]) -> None:
+    """Serve invocations of ``function_name`` until the stack closes the pipe."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the stack, which then closes the pipe
+    os.environ.clear()
+    os.environ.update(environment)
+    channel = Channel(conn)
+    _channel[:] = [channel]
+    if ("before-send", _forward) not in botocore.handlers.BUILTIN_HANDLERS:
+        botocore.handlers.BUILTIN_HANDLERS.append(("before-send", _forward))
+    notifier.set_publisher(lambda session_id: channel.send(("notify", session_id)))
+    handler = handler_for(function_name)
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        _, payload, context_fields = message
+        context = LocalContext(*context_fields)
+        try:
+            event = json.loads(payload) if payload else {}
+            body, failed = json.dumps(handler(event, context)).encode(), False
+        except Exception as exc:  # Lambda's unhandled-error envelope
+            envelope = error_envelope(type(exc).__name__, str(exc), traceback.format_tb(exc.__traceback__))
+            body, failed = json.dumps(envelope).encode(), True
+        try:
+            channel.send(("result", body, failed))
+        except (EOFError, OSError):
+            return
