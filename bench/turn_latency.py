@@ -153,15 +153,26 @@ def running_stack(log_dir: Path, prefix: str) -> Iterator[Stack]:
 
 
 def cpu_seconds(pids: list[int]) -> float | None:
-    """User+system CPU time of the given processes from /proc (Linux); None where unavailable."""
-    total = 0.0
-    for pid in pids:
+    """User+system CPU time of the given processes and all their descendants (the local Lambda
+    worker processes), from /proc (Linux); None where unavailable."""
+    stats: dict[int, tuple[int, float]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for path in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            fields = path.read_text().rsplit(")", 1)[1].split()
         except OSError:
-            return None
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
+            continue
+        stats[int(path.parent.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+    if not stats or any(pid not in stats for pid in pids):
+        return None
+    members, changed = set(pids), True
+    while changed:
+        changed = False
+        for pid, (ppid, _) in stats.items():
+            if ppid in members and pid not in members:
+                members.add(pid)
+                changed = True
+    return sum(stats[p][1] for p in members if p in stats)
 
 
 # --------------------------------------------------------------------------- API helpers

@@ -20,7 +20,10 @@ moto in place:
   ``json.dumps`` instead of moto's generic shape-walking serializer, which costs
   more than the operation itself;
 * a parsed UpdateExpression is kept per expression text (moto's validator
-  works on its own deep copy of it, so the parsed tree is never changed).
+  works on its own deep copy of it, so the parsed tree is never changed);
+* Query results are not deep-copied before they are serialized: the response
+  is built from them under the same lock, into new objects, and nothing else
+  can change them meanwhile.
 
 Query semantics stay moto's own: the patch only hands moto's unchanged Query
 code a smaller candidate list, and moto still applies every condition, filter,
@@ -200,9 +203,20 @@ def _gsi_candidates(table: Any, index_name: str, hash_key: Any, hash_conditions:
 _ORIGINAL: dict[str, Callable[..., Any]] = {}
 
 
+class _NoDeepCopy:
+    """Stands in for the ``copy`` module inside moto's Query (see the module docstring)."""
+
+    copy = staticmethod(copy.copy)
+
+    @staticmethod
+    def deepcopy(value: Any, memo: Any = None) -> Any:
+        return value
+
+
 def install() -> Callable[[], None]:
     """Patch moto's DynamoDB as the module docstring says; returns the undo."""
     import moto.dynamodb.models as models
+    import moto.dynamodb.models.table as table_module
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.table import Table
     from moto.dynamodb.responses import DynamoHandler, DynamoResult
@@ -293,9 +307,11 @@ def install() -> Callable[[], None]:
         if found is None:
             return _ORIGINAL["query"](self, *args, *rest, **kwargs)
         _candidates.value = (self, found)
+        table_module.copy = _NoDeepCopy  # type: ignore[attr-defined]
         try:
             return _ORIGINAL["query"](self, *args, *rest, **kwargs)
         finally:
+            table_module.copy = copy  # type: ignore[attr-defined]
             _candidates.value = None
 
     DynamoHandler.call_action = call_action  # type: ignore[method-assign]

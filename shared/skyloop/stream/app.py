@@ -78,7 +78,7 @@ async def _frames(cursor: FeedCursor, settings: Settings) -> AsyncIterator[str]:
         while True:
             page, more = await cursor.next_page()
             for event in page:
-                yield event_frame(event)
+                yield cursor.frame(event, event_frame)
                 last_frame = time.monotonic()
             if more:
                 continue  # a long replay: keep reading without waiting

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 from typing import TYPE_CHECKING
 
 import anyio
@@ -34,9 +35,12 @@ from skyloop import events as ev
 from skyloop.store import notifier
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from skyloop.settings import Settings
     from skyloop.store import DynamoStore, StoredEvent
 
+log = logging.getLogger("skyloop.stream")
 PAGE = 500  # events per read; a full page is followed by another read at once
 KEEP = 2000  # events a feed keeps in memory for cursors that lag behind its head
 
@@ -51,9 +55,10 @@ class SessionFeed:
         self.base = start  # memory holds every retained event with seq in (base, head]
         self.head = start
         self.events: list[StoredEvent] = []
+        self.frames: dict[int, str] = {}  # encoded once, written to every stream of the session
         self.running = running
         self.cursors = 0
-        self._changed = asyncio.Condition()
+        self._changed = asyncio.Event()  # set (and replaced) whenever the head moves
         self._subscription = notifier.Subscription(session_id)
         self._task = asyncio.get_running_loop().create_task(self._follow(), name=f"feed-{session_id}")
 
@@ -61,7 +66,12 @@ class SessionFeed:
         wakeups = notifier.wakeups_enabled()
         idle_wait = self.settings.poll_busy_s
         while True:
-            found = await self._read()  # first at once: a replaying cursor must not wait for an append
+            try:
+                found = await self._read()  # first at once: a replaying cursor must not wait
+            except Exception:  # a failed read (store unreachable): try again, never leave streams stalled
+                log.exception("reading the event log of session %s failed", self.session_id)
+                await asyncio.sleep(self.settings.poll_busy_s)
+                continue
             idle_wait = self.settings.poll_busy_s if found else min(self.settings.poll_idle_s, idle_wait * 2)
             if wakeups:
                 await self._subscription.wait(None)
@@ -83,8 +93,8 @@ class SessionFeed:
             if not full:
                 break
         if moved:
-            async with self._changed:
-                self._changed.notify_all()
+            changed, self._changed = self._changed, asyncio.Event()
+            changed.set()
         return found_any
 
     def _add(self, page: list[StoredEvent], covered: int) -> None:
@@ -97,6 +107,17 @@ class SessionFeed:
             dropped = self.events[: len(self.events) - KEEP]
             self.events = self.events[len(dropped) :]
             self.base = dropped[-1].seq
+            for event in dropped:
+                self.frames.pop(event.seq, None)
+
+    def frame(self, event: StoredEvent, encode: Callable[[StoredEvent], str]) -> str:
+        """The SSE frame of a held event, encoded on first use."""
+        text = self.frames.get(event.seq)
+        if text is None:
+            text = encode(event)
+            if self.base < event.seq <= self.head:
+                self.frames[event.seq] = text
+        return text
 
     def after(self, cursor: int) -> list[StoredEvent]:
         """What memory holds after ``cursor`` (the caller has checked ``cursor >= base``)."""
@@ -111,11 +132,10 @@ class SessionFeed:
 
     async def wait_for_more(self, cursor: int, timeout: float) -> None:
         """Return once the feed's head moves past ``cursor``, or after ``timeout`` seconds."""
-        async with self._changed:
-            if self.head > cursor:
-                return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait_for(lambda: self.head > cursor), timeout)
+        if self.head > cursor:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), timeout)
 
     def close(self) -> None:
         self._task.cancel()
@@ -179,6 +199,9 @@ class FeedCursor:
 
     async def wait(self, timeout: float) -> None:
         await self.feed.wait_for_more(self.cursor, timeout)
+
+    def frame(self, event: StoredEvent, encode: Callable[[StoredEvent], str]) -> str:
+        return self.feed.frame(event, encode)
 
     @property
     def running(self) -> bool:
