@@ -77,8 +77,8 @@ async def _frames(cursor: FeedCursor, settings: Settings) -> AsyncIterator[str]:
         last_frame = time.monotonic()
         while True:
             page, more = await cursor.next_page()
-            for event in page:
-                yield cursor.frame(event, event_frame)
+            if page:  # one write per page: every viewer of a busy session costs one send per read
+                yield "".join(cursor.frame(event, event_frame) for event in page)
                 last_frame = time.monotonic()
             if more:
                 continue  # a long replay: keep reading without waiting
