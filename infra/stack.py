@@ -75,7 +75,7 @@ class SkyloopStack(cdk.Stack):
         _ack(
             self.functions,
             f"AwsSolutions-IAM5[Resource::<{table_id}.Arn>/index/*]",
-            "The single-table design queries the table's own GSIs (gsi1, gsi2); the wildcard "
+            "The single-table design queries the table's own GSIs (by_owner, by_agent_name); the wildcard "
             "covers only the indexes of this one table (dynamodb L2 grant).",
         )
         _ack(

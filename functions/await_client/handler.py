@@ -14,6 +14,6 @@ from skyloop.turns.steps import await_client
 def handler(event: dict, context: LambdaContext) -> dict:
     step = StepInput.model_validate(event)
     logger.append_keys(session_id=step.state.session_id, response_id=step.state.response_id)
-    await_client(deps.store(), step.state, step.task_token, deps.client("stepfunctions"))
+    await_client(deps.store(), deps.engine(), step.state, step.task_token)
     metrics.add_metric(name="TurnsParked", unit=MetricUnit.Count, value=1)
     return {"parked": True}

@@ -1,4 +1,4 @@
-"""Bearer tokens: only SHA-256 hashes are stored, in the table, so a leaked table reveals no token.
+"""Bearer tokens: only SHA-256 hashes are stored, so a leaked table reveals no token.
 
 The API and stream functions check ``Authorization: Bearer <token>`` when
 ``SKYLOOP_REQUIRE_TOKEN`` is true (always in the cloud stack; opt-in with
@@ -13,88 +13,52 @@ import os
 import secrets
 import threading
 import time
-from typing import Any
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING
 
 from skyloop.errors import NotFoundError, UnauthorizedError
+from skyloop.store import TokenRecord
+from skyloop.store.keys import DEFAULT_OWNER
+
+if TYPE_CHECKING:
+    from skyloop.store import Store
 
 TOKEN_PREFIX = "sky_"
 CACHE_TTL_S = float(os.environ.get("SKYLOOP_TOKEN_CACHE_S", "60"))
-
-
-class TokenRecord(BaseModel):
-    id: str
-    name: str
-    created_at: int
 
 
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def _key(token_hash: str) -> dict[str, Any]:
-    return {"pk": {"S": f"TOKEN#{token_hash}"}, "sk": {"S": "TOKEN"}}
-
-
-def create_token(client: Any, table: str, name: str) -> tuple[str, TokenRecord]:
+def create_token(store: Store, name: str, *, owner: str = DEFAULT_OWNER) -> tuple[str, TokenRecord]:
     """Mint a token; the plain value is returned once and never stored."""
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     digest = hash_token(token)
-    record = TokenRecord(id=digest[:12], name=name, created_at=int(time.time()))
-    client.put_item(
-        TableName=table,
-        Item={
-            **_key(digest),
-            "kind": {"S": "token"},
-            "id": {"S": record.id},
-            "name": {"S": record.name},
-            "created_at": {"N": str(record.created_at)},
-            "gsi1pk": {"S": "TOKENS"},
-            "gsi1sk": {"S": f"{record.created_at:020d}#{record.id}"},
-        },
-        ConditionExpression="attribute_not_exists(pk)",
+    record = TokenRecord(
+        token_hash=digest, id=digest[:12], name=name, created_at=int(time.time()), owner=owner
     )
+    store.put_token(record)
     return token, record
 
 
-def list_tokens(client: Any, table: str) -> list[TokenRecord]:
-    r = client.query(
-        TableName=table,
-        IndexName="gsi1",
-        KeyConditionExpression="gsi1pk = :p",
-        ExpressionAttributeValues={":p": {"S": "TOKENS"}},
-    )
-    return [
-        TokenRecord(id=i["id"]["S"], name=i["name"]["S"], created_at=int(i["created_at"]["N"]))
-        for i in r.get("Items", [])
-    ]
+def list_tokens(store: Store) -> list[TokenRecord]:
+    return store.list_tokens()
 
 
-def revoke_token(client: Any, table: str, token_or_id: str) -> TokenRecord:
+def revoke_token(store: Store, token_or_id: str) -> TokenRecord:
     """Revoke by the token itself or by its id (the first 12 hex chars of its hash)."""
     if token_or_id.startswith(TOKEN_PREFIX):
         digest = hash_token(token_or_id)
     else:
-        matches = [t for t in list_tokens(client, table) if t.id == token_or_id]
+        matches = [t for t in store.list_tokens() if t.id == token_or_id]
         if not matches:
             raise NotFoundError(f"no token with id '{token_or_id}'")
-        item = client.query(
-            TableName=table,
-            IndexName="gsi1",
-            KeyConditionExpression="gsi1pk = :p AND gsi1sk = :s",
-            ExpressionAttributeValues={
-                ":p": {"S": "TOKENS"},
-                ":s": {"S": f"{matches[0].created_at:020d}#{matches[0].id}"},
-            },
-        )["Items"][0]
-        digest = item["pk"]["S"].removeprefix("TOKEN#")
-    r = client.delete_item(TableName=table, Key=_key(digest), ReturnValues="ALL_OLD")
-    old = r.get("Attributes")
-    if not old:
+        digest = matches[0].token_hash
+    old = store.delete_token(digest)
+    if old is None:
         raise NotFoundError("no such token")
     _cache.clear()
-    return TokenRecord(id=old["id"]["S"], name=old["name"]["S"], created_at=int(old["created_at"]["N"]))
+    return old
 
 
 class _Cache:
@@ -106,10 +70,6 @@ class _Cache:
         with self._lock:
             expires = self._ok.get(digest)
             return expires is not None and expires > time.monotonic()
-
-    def forget(self, digest: str) -> None:
-        with self._lock:
-            self._ok.pop(digest, None)
 
     def add(self, digest: str) -> None:
         with self._lock:
@@ -132,7 +92,7 @@ def bearer_token(authorization: str | None) -> str | None:
     return value.strip()
 
 
-def check_authorization(client: Any, table: str, authorization: str | None) -> None:
+def check_authorization(store: Store, authorization: str | None) -> None:
     """Raise ``UnauthorizedError`` unless the header carries a stored token."""
     token = bearer_token(authorization)
     if token is None:
@@ -140,8 +100,7 @@ def check_authorization(client: Any, table: str, authorization: str | None) -> N
     digest = hash_token(token)
     if _cache.hit(digest):
         return
-    r = client.get_item(TableName=table, Key=_key(digest), ConsistentRead=True)
-    if "Item" not in r:
+    if store.get_token(digest) is None:
         raise UnauthorizedError("invalid or revoked token")
     if CACHE_TTL_S > 0:
         _cache.add(digest)

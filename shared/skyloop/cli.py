@@ -113,21 +113,23 @@ def _token_command(args: argparse.Namespace) -> int:
 
     from skyloop import auth
     from skyloop.errors import SkyloopError
+    from skyloop.store import DynamoStore
 
     client = boto3.client("dynamodb", endpoint_url=args.endpoint_url, region_name=args.region)
+    store = DynamoStore(args.table, client)
     try:
         if args.action == "create":
-            value, record = auth.create_token(client, args.table, args.name)
+            value, record = auth.create_token(store, args.name)
             print(f"token id {record.id} ({record.name}); keep this token, it is not shown again:")
             print(value)
         elif args.action == "list":
-            for record in auth.list_tokens(client, args.table):
+            for record in auth.list_tokens(store):
                 print(f"{record.id}  {record.name}  created {record.created_at}")
         else:
             if not args.value:
                 print("skyloop token revoke: give the token or its id", file=sys.stderr)
                 return 2
-            record = auth.revoke_token(client, args.table, args.value)
+            record = auth.revoke_token(store, args.value)
             print(f"revoked {record.id} ({record.name})")
     except SkyloopError as exc:
         print(f"skyloop token {args.action}: {exc.message}", file=sys.stderr)

@@ -14,6 +14,7 @@ from skyloop.settings import get_settings
 if TYPE_CHECKING:
     from skyloop.sessions import Runners
     from skyloop.store import DynamoStore
+    from skyloop.turns.engine import StepFunctionsEngine
 
 
 @cache
@@ -32,6 +33,14 @@ def store() -> DynamoStore:
 
 
 @lru_cache(maxsize=1)
+def engine() -> StepFunctionsEngine:
+    """The port to this deployment's turn state machine."""
+    from skyloop.turns.engine import StepFunctionsEngine
+
+    return StepFunctionsEngine(client("stepfunctions"), get_settings().state_machine_arn)
+
+
+@lru_cache(maxsize=1)
 def runners() -> Runners:
     """This deployment's one runner: its turn state machine, online when one is configured."""
     from skyloop.sessions import Runners
@@ -44,5 +53,6 @@ def reset() -> None:
     """Forget cached clients and settings (tests switch environments between cases)."""
     client.cache_clear()
     store.cache_clear()
+    engine.cache_clear()
     runners.cache_clear()
     get_settings.cache_clear()

@@ -11,7 +11,7 @@ from skyloop.models.agent import Agent, AgentSpec
 from skyloop.models.session import Session
 
 if TYPE_CHECKING:
-    from skyloop.store import DynamoStore
+    from skyloop.store import Store
 
 SNAPSHOT_ITEMS = 100
 
@@ -43,27 +43,27 @@ class Runners:
         }
 
 
-def register_agent(store: DynamoStore, spec: AgentSpec) -> Agent:
+def register_agent(store: Store, spec: AgentSpec) -> Agent:
     """Store a new agent version; re-using a name makes a newer version, found first by name."""
     agent = Agent(id=new_id(), name=spec.name, created_at=int(time.time()), spec=spec)
     store.put_agent(agent)
     return agent
 
 
-def get_agent(store: DynamoStore, agent_id: str) -> Agent:
+def get_agent(store: Store, agent_id: str) -> Agent:
     if not is_hex32(agent_id):
         raise NotFoundError(f"Agent not found: '{agent_id}'")
     return store.get_agent(agent_id)
 
 
-def get_session(store: DynamoStore, session_id: str) -> Session:
+def get_session(store: Store, session_id: str) -> Session:
     if not is_hex32(session_id):
         raise NotFoundError(f"Session not found: '{session_id}'")
     return store.get_session(session_id)
 
 
 def create_session(
-    store: DynamoStore,
+    store: Store,
     agent: Agent,
     runners: Runners,
     *,
@@ -86,7 +86,7 @@ def create_session(
 
 
 def snapshot(
-    store: DynamoStore, session: Session, runners: Runners, *, include_items: bool = True
+    store: Store, session: Session, runners: Runners, *, include_items: bool = True
 ) -> dict[str, Any]:
     """The session with its newest items, consistent with ``last_event_id``.
 
@@ -124,9 +124,7 @@ def list_item(session: Session) -> dict[str, Any]:
     }
 
 
-def update_session(
-    store: DynamoStore, session: Session, runners: Runners, changes: dict[str, Any]
-) -> Session:
+def update_session(store: Store, session: Session, runners: Runners, changes: dict[str, Any]) -> Session:
     updates: dict[str, Any] = {}
     if "runner_id" in changes:
         runner_id = (changes["runner_id"] or "").strip()
@@ -142,7 +140,7 @@ def update_session(
 
 
 def page_items(
-    store: DynamoStore, session: Session, *, limit: int, after: str | None, descending: bool
+    store: Store, session: Session, *, limit: int, after: str | None, descending: bool
 ) -> tuple[list[dict[str, Any]], bool]:
     """Flat items in order; ``after`` is the id of the last item of the previous page."""
     items = store.list_items(session.id, through_seq=session.last_seq)

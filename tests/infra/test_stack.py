@@ -64,7 +64,7 @@ def test_table_mirrors_the_shared_schema(template_json: Template) -> None:
         expected["AttributeDefinitions"], key=lambda a: a["AttributeName"]
     )
     assert props["GlobalSecondaryIndexes"] == expected["GlobalSecondaryIndexes"]
-    assert [g["IndexName"] for g in props["GlobalSecondaryIndexes"]] == list(schema.GSIS)
+    assert [g["IndexName"] for g in props["GlobalSecondaryIndexes"]] == list(schema.INDEXES)
 
 
 def test_table_is_on_demand_with_ttl_and_point_in_time_recovery(template_json: Template) -> None:

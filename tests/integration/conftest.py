@@ -40,6 +40,7 @@ from skyloop.local.resources import LocalResources, bootstrap
 from skyloop.mockllm import MockState, QueuedResponse, create_app
 from skyloop.models.agent import AgentSpec
 from skyloop.settings import get_settings
+from skyloop.store import keys
 from skyloop.store.schema import create_table_kwargs
 
 if TYPE_CHECKING:
@@ -193,7 +194,12 @@ class Stack:
 
     # ---------------------------------------------------------------- observation
     def events(self, session_id: str, after: int = 0) -> list[StoredEvent]:
-        return self.store.read_events(session_id, after)
+        out: list[StoredEvent] = []
+        while True:
+            page, after, full = self.store.read_event_page(session_id, after)
+            out.extend(page)
+            if not full:
+                return out
 
     def wait_for_event(
         self,
@@ -261,7 +267,7 @@ class Stack:
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "pk = :p",
-            "ExpressionAttributeValues": {":p": {"S": f"SESSION#{session_id}"}},
+            "ExpressionAttributeValues": {":p": {"S": keys.session_pk(session_id)}},
             "ConsistentRead": True,
         }
         while True:
@@ -272,11 +278,10 @@ class Stack:
             kwargs["ExclusiveStartKey"] = r["LastEvaluatedKey"]
 
     def count_agents(self) -> int:
-        r = self.ddb.query(
+        r = self.ddb.scan(
             TableName=self.table_name,
-            IndexName="gsi2",
-            KeyConditionExpression="gsi2pk = :p",
-            ExpressionAttributeValues={":p": {"S": "AGENTS"}},
+            FilterExpression="kind = :k",
+            ExpressionAttributeValues={":k": {"S": "agent"}},
             Select="COUNT",
         )
         return int(r["Count"])

@@ -60,7 +60,7 @@ def _written(aws: Stack, session_id: str) -> tuple[int, int, int, int]:
         session.last_seq,
         session.input_seq,
         len(aws.store.list_items(session_id)),
-        len(aws.store.read_events(session_id, 0)),
+        len(aws.events(session_id)),
     )
 
 

@@ -15,8 +15,9 @@ import pytest
 from skyloop import deps
 from skyloop.harnesses.base import FunctionCall, ModelResult
 from skyloop.models.session import ClientTool
-from skyloop.turns import service, steps
+from skyloop.turns import lifecycle, model_step, steps
 from skyloop.turns.state import TurnState
+from tests.fakes import RecordingEngine
 from tests.integration.conftest import wait_until
 
 if TYPE_CHECKING:
@@ -358,24 +359,6 @@ def test_model_error_fails_the_turn(aws: Stack, api: Api, mock_llm: MockLLM) -> 
 
 
 # ----------------------------------------------------------------------------- (5)
-class _RecordingEngine:
-    """Stands in for Step Functions: records the turn it was asked to start."""
-
-    def __init__(self) -> None:
-        self.started: list[TurnState] = []
-
-    def start(self, state: TurnState) -> None:
-        self.started.append(state)
-
-
-class _RecordingSfn:
-    def __init__(self) -> None:
-        self.successes: list[tuple[str, str]] = []
-
-    def send_task_success(self, *, taskToken: str, output: str) -> None:
-        self.successes.append((taskToken, output))
-
-
 def _invoke_step(name: str, payload: dict[str, Any]) -> dict[str, Any]:
     """Invoke a step's Lambda function (its real handler, through moto's Lambda)."""
     r = deps.client("lambda").invoke(FunctionName=f"skyloop-{name}", Payload=json.dumps(payload).encode())
@@ -394,11 +377,11 @@ def test_every_step_run_twice_writes_once(aws: Stack, mock_llm: MockLLM) -> None
     key = mock_llm.script({"text": "All done."}, {"text": "All done."})
     session = aws.new_session(key)
     agent = aws.store.get_agent(session.agent_id)
-    engine = _RecordingEngine()
+    engine = RecordingEngine()
     tool = {"name": "read_file", "description": "Read", "parameters": {"type": "object"}}
-    service.post_message(
+    lifecycle.start_or_join(
         aws.store,
-        engine,  # type: ignore[arg-type]
+        engine,
         agent,
         session.id,
         {"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
@@ -420,7 +403,7 @@ def test_every_step_run_twice_writes_once(aws: Stack, mock_llm: MockLLM) -> None
 
     # And the first model call (text plus a client call) runs twice
     def model(spec: Any, items: Any, tools: Any, on_delta: Any, **kw: Any) -> ModelResult:
-        time.sleep(steps.DELTA_FLUSH_S + 0.01)  # so the first delta is flushed on its own
+        time.sleep(model_step.DELTA_FLUSH_S + 0.01)  # so the first delta is flushed on its own
         on_delta("Let me ")
         on_delta("look.")
         return ModelResult(
@@ -428,21 +411,20 @@ def test_every_step_run_twice_writes_once(aws: Stack, mock_llm: MockLLM) -> None
             calls=[FunctionCall(call_id="call_1", name="read_file", arguments='{"path": "x"}')],
         )
 
-    state = twice(lambda: steps.call_model_step(aws.store, state, model_caller=model))
+    state = twice(lambda: steps.call_model(aws.store, state, model_caller=model))
     assert (state.next, state.iteration) == ("await_client", 1)
 
     # And the parking step runs twice (through its Lambda function, with a fake token)
     twice(lambda: _invoke_step("await_client", {"state": state.model_dump(), "task_token": "token-1"}))
 
     # And the client's output arrives twice (resuming through a recording Step Functions)
-    sfn = _RecordingSfn()
-    twice(lambda: service.post_function_call_output(aws.store, sfn, session.id, "call_1", "contents"))
-    assert sfn.successes == [("token-1", json.dumps({"resumed_iteration": 0}))]
-    assert steps.resume_turn(aws.store, session.id, state.response_id, 0, sfn) is False
+    twice(lambda: lifecycle.answer(aws.store, engine, session.id, "call_1", "contents"))
+    assert engine.resumed == [("token-1", {"resumed_iteration": 0})]
+    assert lifecycle.resume(aws.store, engine, session.id, state.response_id, 0) is False
 
     # And the second model call (records the outputs, then text) runs twice through its Lambda
     state = TurnState.model_validate(twice(lambda: _invoke_step("call_model", state.model_dump())))
-    assert state.next == "finish"
+    assert state.next == "finish_turn"
 
     # And finish runs twice
     state = TurnState.model_validate(twice(lambda: _invoke_step("finish_turn", state.model_dump())))
@@ -485,10 +467,10 @@ def test_fail_step_run_twice_reports_once(aws: Stack, mock_llm: MockLLM) -> None
     # Given a running turn (played by the test, no execution)
     session = aws.new_session(mock_llm.script({"text": "unused"}))
     agent = aws.store.get_agent(session.agent_id)
-    engine = _RecordingEngine()
-    service.post_message(
+    engine = RecordingEngine()
+    lifecycle.start_or_join(
         aws.store,
-        engine,  # type: ignore[arg-type]
+        engine,
         agent,
         session.id,
         {"role": "user", "content": [{"type": "input_text", "text": "hi"}]},

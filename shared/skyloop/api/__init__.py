@@ -1,4 +1,4 @@
-"""The REST API function's application (Powertools HTTP API resolver)."""
+"""The REST API function's resolver (``app``) and its entry point (``handle``)."""
 
 from skyloop.api.app import app, handle
 

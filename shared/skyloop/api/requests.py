@@ -2,36 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from skyloop.errors import InvalidInputError, PayloadTooLargeError
+from skyloop.api.body import format_validation_error, parse_model
+from skyloop.errors import PayloadTooLargeError
+from skyloop.models.agent import AgentSpec
 from skyloop.models.session import ClientTool
+
+__all__ = ["format_validation_error", "parse_model"]
+
+AgentSpecBody = AgentSpec  # a JSON agent spec, as ``POST /v1/agents`` takes it
 
 MAX_OUTPUT_CHARS = 200_000  # a tool output is stored in one DynamoDB item (400 KB cap)
 MAX_TEXT_CHARS = 100_000
 MAX_TOOLS = 128
 EVENT_TYPES = ("message", "function_call_output", "interrupt")
-
-
-def format_validation_error(exc: ValidationError, *, prefix: str = "") -> str:
-    """A compact, secret-free summary: ``field.path: message; ...``."""
-    parts = []
-    for err in exc.errors(include_url=False, include_input=False):
-        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
-        parts.append(f"{loc}: {err.get('msg')}" if loc else str(err.get("msg")))
-    return prefix + "; ".join(parts[:10])
-
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def parse_model(model: type[M], data: Any, *, what: str) -> M:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise InvalidInputError(format_validation_error(exc, prefix=f"invalid {what}: ")) from exc
 
 
 class CreateSessionRequest(BaseModel):

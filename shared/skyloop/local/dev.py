@@ -178,7 +178,7 @@ def serve(
     if require_token:
         from skyloop import auth, deps
 
-        token, _ = auth.create_token(deps.client("dynamodb"), TABLE_NAME, "dev")
+        token, _ = auth.create_token(deps.store(), "dev")
         print(f"  bearer token:   {token}  (every route but /health requires it)", flush=True)
     sys.stdout.flush()
     uvicorn.run(stack.app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=1)

@@ -82,6 +82,7 @@ class Agent(BaseModel):
     name: str
     created_at: int
     spec: AgentSpec
+    owner: str = "local"  # the principal the agent version belongs to
 
     def to_api(self) -> dict[str, Any]:
         spec = self.spec

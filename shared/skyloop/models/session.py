@@ -35,6 +35,7 @@ class Session(BaseModel):
     last_task_error: TaskError | None = None
     last_seq: int = 0
     input_seq: int = 0
+    owner: str = "local"  # the principal the session belongs to
 
 
 class ConversationItem(BaseModel):

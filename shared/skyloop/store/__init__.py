@@ -1,12 +1,38 @@
-"""Persistence: the single DynamoDB table (see ``dynamodb`` for the key design)."""
+"""Persistence behind one interface (:class:`Store`): DynamoDB in production, a dict in unit tests.
 
-from skyloop.store.dynamodb import (
+Only this package knows item keys, attribute names, indexes and DynamoDB
+types (``keys`` documents the key design); callers speak in records
+(``records``) and models.
+"""
+
+from skyloop.store.dynamodb import DynamoStore
+from skyloop.store.memory import MemoryStore
+from skyloop.store.protocol import Store
+from skyloop.store.records import (
     Append,
     AppendResult,
     ConditionFailedError,
-    DynamoStore,
+    ContentionError,
+    Guard,
     NewItem,
+    SessionChange,
     StoredEvent,
+    TokenRecord,
+    TurnDecision,
 )
 
-__all__ = ["Append", "AppendResult", "ConditionFailedError", "DynamoStore", "NewItem", "StoredEvent"]
+__all__ = [
+    "Append",
+    "AppendResult",
+    "ConditionFailedError",
+    "ContentionError",
+    "DynamoStore",
+    "Guard",
+    "MemoryStore",
+    "NewItem",
+    "SessionChange",
+    "Store",
+    "StoredEvent",
+    "TokenRecord",
+    "TurnDecision",
+]

@@ -1,25 +1,21 @@
 """The table's physical schema, shared by the CDK construct and the local stack.
 
 Keeping it in one place means a test table built on moto cannot drift from
-the deployed one.
+the deployed one. Key and index names come from :mod:`skyloop.store.keys`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-PK = "pk"
-SK = "sk"
-TTL_ATTRIBUTE = "expires_at"
-GSI_BY_OWNER = "gsi1"  # sessions of an owner, agents of a name, newest last
-GSI_BY_NAME = "gsi2"  # sessions of an agent name, all agents
+from skyloop.store.keys import INDEXES, PK, SK, TTL_ATTRIBUTE
 
-GSIS: tuple[str, ...] = (GSI_BY_OWNER, GSI_BY_NAME)
+__all__ = ["INDEXES", "PK", "SK", "TTL_ATTRIBUTE", "create_table_kwargs"]
 
 
 def create_table_kwargs(table_name: str) -> dict[str, Any]:
     """``CreateTable`` arguments for boto3 (used on moto; CDK mirrors them)."""
-    attrs = [PK, SK] + [f"{g}pk" for g in GSIS] + [f"{g}sk" for g in GSIS]
+    attrs = [PK, SK, *sorted({a for pair in INDEXES.values() for a in pair})]
     return {
         "TableName": table_name,
         "BillingMode": "PAY_PER_REQUEST",
@@ -27,13 +23,13 @@ def create_table_kwargs(table_name: str) -> dict[str, Any]:
         "KeySchema": [{"AttributeName": PK, "KeyType": "HASH"}, {"AttributeName": SK, "KeyType": "RANGE"}],
         "GlobalSecondaryIndexes": [
             {
-                "IndexName": g,
+                "IndexName": name,
                 "KeySchema": [
-                    {"AttributeName": f"{g}pk", "KeyType": "HASH"},
-                    {"AttributeName": f"{g}sk", "KeyType": "RANGE"},
+                    {"AttributeName": hash_key, "KeyType": "HASH"},
+                    {"AttributeName": range_key, "KeyType": "RANGE"},
                 ],
                 "Projection": {"ProjectionType": "ALL"},
             }
-            for g in GSIS
+            for name, (hash_key, range_key) in INDEXES.items()
         ],
     }

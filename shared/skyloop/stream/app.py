@@ -109,9 +109,7 @@ async def stream_session(request: Request) -> Any:
             # edge function moves the client's bearer token to this header first (only CloudFront
             # can reach the function URL, so the header cannot be forged past it).
             header = request.headers.get("x-skyloop-authorization") or request.headers.get("authorization")
-            await anyio.to_thread.run_sync(
-                check_authorization, deps.client("dynamodb"), settings.table_name, header
-            )
+            await anyio.to_thread.run_sync(check_authorization, deps.store(), header)
         cursor = parse_cursor(request.headers.get("last-event-id"), request.query_params.get("after"))
         if not is_hex32(session_id):
             raise NotFoundError(f"Session not found: '{session_id}'")

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from skyloop.settings import Settings
-    from skyloop.store import DynamoStore, StoredEvent
+    from skyloop.store import Store, StoredEvent
 
 log = logging.getLogger("skyloop.stream")
 PAGE = 500  # events per read; a full page is followed by another read at once
@@ -48,7 +48,7 @@ KEEP = 2000  # events a feed keeps in memory for cursors that lag behind its hea
 class SessionFeed:
     """The process-wide tail of one session's event log."""
 
-    def __init__(self, store: DynamoStore, settings: Settings, session_id: str, start: int, running: bool):
+    def __init__(self, store: Store, settings: Settings, session_id: str, start: int, running: bool):
         self.store = store
         self.settings = settings
         self.session_id = session_id
@@ -149,7 +149,7 @@ class FeedRegistry:
         self._feeds: dict[str, SessionFeed] = {}
 
     def cursor(
-        self, store: DynamoStore, settings: Settings, session_id: str, start: int, running: bool
+        self, store: Store, settings: Settings, session_id: str, start: int, running: bool
     ) -> FeedCursor:
         feed = self._feeds.get(session_id)
         if feed is None:

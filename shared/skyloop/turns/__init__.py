@@ -1,4 +1,4 @@
-"""Turns: the Step Functions steps and the API-side operations that start and resume them."""
+"""Turns: their lifecycle (every transition), the Step Functions tasks, and the engine port."""
 
 from skyloop.turns.state import TurnError, TurnState
 

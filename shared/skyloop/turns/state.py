@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-NextStep = Literal["call_model", "await_client", "finish", "stop"]
+from skyloop.store.records import NextStep  # noqa: TC001  (pydantic needs it at runtime)
 
 
 class TurnState(BaseModel):

@@ -1,0 +1,56 @@
+"""``/v1/agents``: agent versions (a JSON spec or a multipart bundle); secrets are never returned."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aws_lambda_powertools.event_handler.api_gateway import Router
+
+from skyloop import deps, sessions
+from skyloop.api import openapi
+from skyloop.api.body import query
+from skyloop.api.requests import AgentListQuery, AgentSpecBody
+from skyloop.api.routes._common import json_response, page, request
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.event_handler import Response
+
+router = Router()
+
+
+@openapi.operation(
+    router,
+    "POST",
+    "/v1/agents",
+    summary="Register an agent version",
+    status=201,
+    body=AgentSpecBody,
+    multipart=True,
+)
+def create_agent() -> Response:
+    req = request(router)
+    if req.is_multipart():
+        spec, _ = req.agent_upload()
+    else:
+        from skyloop import bundles
+
+        spec = bundles.load_agent_spec_dict(req.json_object())
+    agent = sessions.register_agent(deps.store(), spec)
+    return json_response(201, agent.to_api())
+
+
+@openapi.operation(
+    router, "GET", "/v1/agents", summary="List agent versions, newest first", query=AgentListQuery
+)
+def list_agents() -> Response:
+    q = query(router.current_event, AgentListQuery)
+    if q.name is not None:  # the newest version of one name
+        agent = deps.store().find_agent_by_name(q.name)
+        return json_response(200, page([agent.to_api()] if agent else [], False))
+    found, has_more = deps.store().list_agents(limit=q.limit, descending=q.order == "desc", after=q.after)
+    return json_response(200, page([a.to_api() for a in found], has_more))
+
+
+@openapi.operation(router, "GET", "/v1/agents/<agent_id>", summary="One agent version")
+def get_agent(agent_id: str) -> Response:
+    return json_response(200, sessions.get_agent(deps.store(), agent_id).to_api())

@@ -1,0 +1,97 @@
+"""Agent versions: immutable; every upload of a name is a new version, found first by name."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from skyloop.errors import ConflictError, NotFoundError
+from skyloop.models.agent import Agent, AgentSpec
+from skyloop.store import codec, keys
+from skyloop.store.dynamodb.base import TableBase
+
+
+class AgentRecords(TableBase):
+    def put_agent(self, agent: Agent) -> None:
+        ts = time.time_ns()
+        created = keys.created_key(ts, agent.id)
+        secret = None
+        if agent.spec.executor.auth and agent.spec.executor.auth.api_key is not None:
+            secret = agent.spec.executor.auth.api_key.get_secret_value()
+        item = {
+            **keys.agent_key(agent.id),
+            "kind": "agent",
+            "id": agent.id,
+            "name": agent.name,
+            "owner": agent.owner,
+            "created_at": agent.created_at,
+            "spec": agent.spec.model_dump_json(),  # api_key dumps masked; it is kept in its own attribute
+            "api_key": secret,
+            keys.OWNER_KEY: keys.owner_index_value("agent", agent.owner),
+            keys.NAME_KEY: keys.agent_name_index_value("agent", agent.owner, agent.name),
+            keys.CREATED_KEY: created,
+        }
+        if not self._put_new(item):
+            raise ConflictError(f"an agent with id {agent.id!r} already exists")
+
+    @staticmethod
+    def _agent_from(attrs: dict[str, Any]) -> Agent:
+        spec = codec.loads(attrs["spec"], {})
+        if attrs.get("api_key") is not None:
+            spec.setdefault("executor", {}).setdefault("auth", {})["api_key"] = attrs["api_key"]
+        return Agent(
+            id=attrs["id"],
+            name=attrs["name"],
+            created_at=int(attrs["created_at"]),
+            owner=attrs.get("owner") or keys.DEFAULT_OWNER,
+            spec=AgentSpec.model_validate(spec),
+        )
+
+    def get_agent(self, agent_id: str) -> Agent:
+        attrs = self._get(keys.agent_key(agent_id))
+        if attrs is None:
+            raise NotFoundError(f"Agent not found: '{agent_id}'")
+        return self._agent_from(attrs)
+
+    def find_agent_by_name(self, name: str, *, owner: str = keys.DEFAULT_OWNER) -> Agent | None:
+        r = self.client.query(
+            TableName=self.table,
+            IndexName=keys.INDEX_BY_AGENT_NAME,
+            KeyConditionExpression="#k = :v",
+            ExpressionAttributeNames={"#k": keys.NAME_KEY},
+            ExpressionAttributeValues={":v": codec.attr(keys.agent_name_index_value("agent", owner, name))},
+            ScanIndexForward=False,
+            Limit=1,
+        )
+        items = r.get("Items", [])
+        return self._agent_from(codec.from_item(items[0])) if items else None
+
+    def list_agents(
+        self,
+        *,
+        owner: str = keys.DEFAULT_OWNER,
+        limit: int = 20,
+        descending: bool = True,
+        after: str | None = None,
+    ) -> tuple[list[Agent], bool]:
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": keys.INDEX_BY_OWNER,
+            "KeyConditionExpression": "#k = :v",
+            "ExpressionAttributeNames": {"#k": keys.OWNER_KEY},
+            "ExpressionAttributeValues": {":v": codec.attr(keys.owner_index_value("agent", owner))},
+            "ScanIndexForward": not descending,
+        }
+        if after:
+            cursor = self._get(keys.agent_key(after))
+            if cursor is None or cursor.get("owner", keys.DEFAULT_OWNER) != owner:
+                raise NotFoundError(f"Agent not found: '{after}'")
+            kwargs["ExclusiveStartKey"] = codec.to_item(
+                {
+                    **keys.agent_key(after),
+                    keys.OWNER_KEY: cursor[keys.OWNER_KEY],
+                    keys.CREATED_KEY: cursor[keys.CREATED_KEY],
+                }
+            )
+        raw = self._query_page(kwargs, limit)
+        return [self._agent_from(codec.from_item(i)) for i in raw[:limit]], len(raw) > limit

@@ -1,0 +1,349 @@
+"""The event log and conversation items: every state change of a session is one append.
+
+Sequence numbers: the session row carries ``last_seq``. Every append is one
+``TransactWriteItems`` that moves ``last_seq`` from N to N+k *on the condition
+that it is still N* and puts the k events (and whatever else the unit of work
+holds) in the same transaction. Events therefore become visible atomically and
+in seq order, so a reader tailing ``seq > cursor`` can never skip one that
+commits later with a lower number (the failure of "reserve a range, then
+write"). Losing writers re-read and retry. An optional dedupe key makes an
+append idempotent: a retried turn step writes the same key, its transaction
+fails on that put, and the append is reported as already done.
+
+Conversation items take the seq of the event that publishes them as their
+``position`` (the snapshot's consistency cut), and sort by an *anchor* first:
+a user message anchors at its own seq, while what a model call produced (its
+text, its calls and their outputs) anchors at the last seq that call read. So
+a message posted while the model was busy sorts after the reply the model was
+writing, the order in which the model will see them.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from skyloop.models.session import ConversationItem
+from skyloop.store import codec, keys, notifier
+from skyloop.store.dynamodb.base import TableBase, cancellation_codes, error_code
+from skyloop.store.records import AppendResult, ConditionFailedError, ContentionError, StoredEvent
+
+if TYPE_CHECKING:
+    from skyloop.models.session import PendingCall
+    from skyloop.store.records import Append, Guard, SessionChange
+
+MAX_APPEND_ATTEMPTS = 50
+MAX_TRANSACTION_ITEMS = 100
+
+
+class _SeqMoved(Exception):
+    """Another writer advanced ``last_seq`` first; re-read and retry."""
+
+
+def guard_condition(guard: Guard | None, names: dict[str, str], values: dict[str, Any]) -> str:
+    parts = []
+    if guard is None:
+        return ""
+    if guard.running is not None:
+        names["#st"] = "status"
+        values[":running"] = codec.attr("running")
+        parts.append("#st = :running" if guard.running else "#st <> :running")
+    if guard.active_turn is not None:
+        values[":active"] = codec.attr(guard.active_turn)
+        parts.append("active_response_id = :active")
+    if guard.input_seen_through is not None:
+        values[":seen"] = codec.attr(guard.input_seen_through)
+        parts.append("input_seq <= :seen")
+    return " AND ".join(parts)
+
+
+def change_expressions(
+    change: SessionChange | None, names: dict[str, str], values: dict[str, Any]
+) -> tuple[list[str], list[str]]:
+    """``SET`` and ``REMOVE`` clauses for a session change (after ``last_seq``/``updated_at``)."""
+    sets: list[str] = []
+    removes: list[str] = []
+    if change is None:
+        return sets, removes
+    fields: dict[str, Any] = {
+        "status": change.status,
+        "active_response_id": change.active_turn,
+        "last_response_id": change.last_response_id,
+        "last_task_error": codec.dumps(change.last_task_error) if change.last_task_error else None,
+    }
+    for i, (name, value) in enumerate(fields.items()):
+        if value is not None:
+            names[f"#c{i}"] = name
+            values[f":c{i}"] = codec.attr(value)
+            sets.append(f"#c{i} = :c{i}")
+    if change.mark_input:
+        names["#input_seq"] = "input_seq"
+        sets.append("#input_seq = :new")
+    if change.end_active_turn:
+        removes.append("active_response_id")
+    if change.clear_task_error:
+        removes.append("last_task_error")
+    return sets, removes
+
+
+class EventLog(TableBase):
+    def append(self, batch: Append) -> AppendResult:
+        """Write a batch atomically with the next sequence numbers (see the module docstring)."""
+        ops = 2 + len(batch.events) + len(batch.items) + len(batch.new_calls) + len(batch.cancel_calls)
+        ops += len(batch.claims) + (1 if batch.new_turn else 0) + (1 if batch.decision else 0)
+        if ops > MAX_TRANSACTION_ITEMS:
+            raise ValueError("append batch too large for one transaction")
+        last_seq = batch.after_seq
+        for _ in range(MAX_APPEND_ATTEMPTS):
+            if last_seq is None:
+                last_seq = self._last_seq(batch.session_id)
+            try:
+                result = self._try_append(batch, last_seq)
+            except _SeqMoved:
+                last_seq = None
+                continue
+            if not result.duplicate:
+                notifier.notify(batch.session_id)
+            return result
+        raise ContentionError(f"Too much contention appending to session '{batch.session_id}'")
+
+    def _last_seq(self, session_id: str) -> int:
+        attrs = self._get(keys.session_key(session_id), projection=["last_seq"])
+        if attrs is None:
+            from skyloop.errors import NotFoundError
+
+            raise NotFoundError(f"Session not found: '{session_id}'")
+        return int(attrs.get("last_seq", 0))
+
+    def _try_append(self, batch: Append, last_seq: int) -> AppendResult:
+        pk = keys.session_pk(batch.session_id)
+        now = int(time.time())
+        expires = now + self.event_ttl_s
+        n = len(batch.events)
+        first, last = last_seq + 1, last_seq + n
+        names = {"#last_seq": "last_seq", "#updated_at": "updated_at"}
+        values: dict[str, Any] = {
+            ":old": codec.attr(last_seq),
+            ":new": codec.attr(last),
+            ":now": codec.attr(now),
+        }
+        sets = ["#last_seq = :new", "#updated_at = :now"]
+        more_sets, removes = change_expressions(batch.change, names, values)
+        sets += more_sets
+        cond = "#last_seq = :old"
+        guard = guard_condition(batch.guard, names, values)
+        if guard:
+            cond += f" AND {guard}"
+        ops: list[dict[str, Any]] = [
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": codec.to_item(keys.session_key(batch.session_id)),
+                    "UpdateExpression": "SET "
+                    + ", ".join(sets)
+                    + (" REMOVE " + ", ".join(removes) if removes else ""),
+                    "ConditionExpression": cond,
+                    "ExpressionAttributeNames": names,
+                    "ExpressionAttributeValues": values,
+                }
+            }
+        ]
+        if batch.dedupe_key:
+            ops.append(
+                self._new_item_op(
+                    {
+                        **keys.dedupe_key(batch.session_id, batch.dedupe_key),
+                        "seq": first,
+                        keys.TTL_ATTRIBUTE: expires,
+                    }
+                )
+            )
+        for i, (type_, data) in enumerate(batch.events):
+            ops.append(
+                self._new_item_op(
+                    {
+                        "pk": pk,
+                        "sk": keys.event_sk(first + i),
+                        "seq": first + i,
+                        "type": type_,
+                        "data": codec.dumps(data),
+                        keys.TTL_ATTRIBUTE: expires,
+                    }
+                )
+            )
+        for idx, item in enumerate(batch.items):
+            seq = first + (item.event_index if item.event_index >= 0 else n - 1) if n else last_seq
+            anchor = item.anchor_seq if item.anchor_seq is not None else seq
+            ops.append(
+                self._new_item_op(
+                    {
+                        "pk": pk,
+                        "sk": keys.item_sk(anchor, seq, idx),
+                        "id": item.id,
+                        "type": item.type,
+                        "response_id": item.response_id,
+                        "created_at": now,
+                        "position": seq,
+                        "data": codec.dumps(item.data),
+                    }
+                )
+            )
+        if batch.new_turn is not None:
+            turn = batch.new_turn.model_dump(mode="json")
+            turn["tools"] = codec.dumps(turn["tools"])
+            ops.append(
+                self._new_item_op({**turn, **keys.turn_key(batch.session_id, batch.new_turn.response_id)})
+            )
+        for call in batch.new_calls:
+            ops.append(self._new_item_op(self._call_item(call)))
+        if batch.decision is not None:
+            ops.append(self._decision_op(batch.session_id, batch.decision))
+        for call, output in batch.cancel_calls:
+            ops.append(self._cancel_call_op(call, output))
+        for claim in batch.claims:
+            ops.append(
+                self._new_item_op({**keys.dedupe_key(batch.session_id, claim), keys.TTL_ATTRIBUTE: expires})
+            )
+        try:
+            self.client.transact_write_items(TransactItems=ops)
+        except ClientError as exc:
+            if error_code(exc) != "TransactionCanceledException":
+                raise
+            reasons = cancellation_codes(exc)
+            if batch.dedupe_key and (
+                (len(reasons) > 1 and reasons[1] == "ConditionalCheckFailed")
+                or (not reasons and self.dedupe_exists(batch.session_id, batch.dedupe_key))
+            ):
+                return AppendResult(first_seq=0, last_seq=0, duplicate=True)
+            if reasons and reasons[0] != "ConditionalCheckFailed":
+                raise ConditionFailedError(
+                    f"Session '{batch.session_id}' changed under a write: {', '.join(reasons)}"
+                ) from exc
+            if self._last_seq(batch.session_id) != last_seq:
+                raise _SeqMoved from exc
+            raise ConditionFailedError(
+                f"Session '{batch.session_id}' is not in the state this change requires"
+            ) from exc
+        return AppendResult(first_seq=first, last_seq=last)
+
+    def _new_item_op(self, item: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": codec.to_item(item),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+
+    def _call_item(self, call: PendingCall) -> dict[str, Any]:
+        return {
+            **call.model_dump(mode="json"),
+            **keys.call_key(call.session_id, call.response_id, call.call_id),
+        }
+
+    def _decision_op(self, session_id: str, decision: Any) -> dict[str, Any]:
+        recorded = {
+            "iteration": decision.iteration,
+            "next": decision.next,
+            "consumed_seq": decision.consumed_seq,
+            "unanswered": decision.unanswered,
+        }
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": codec.to_item(keys.turn_key(session_id, decision.response_id)),
+                "UpdateExpression": "SET unanswered = :u, await_iteration = :i, last_decision = :d",
+                "ConditionExpression": "attribute_exists(pk)",
+                "ExpressionAttributeValues": {
+                    ":u": codec.attr(decision.unanswered),
+                    ":i": codec.attr(decision.iteration),
+                    ":d": codec.attr(codec.dumps(recorded)),
+                },
+            }
+        }
+
+    def _cancel_call_op(self, call: PendingCall, output: str) -> dict[str, Any]:
+        """Give an unanswered call its cancellation output (fails if an answer won the race)."""
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": codec.to_item(keys.call_key(call.session_id, call.response_id, call.call_id)),
+                "UpdateExpression": "SET #o = :o, cancelled = :t, answered_at = :now",
+                "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(#o)",
+                "ExpressionAttributeNames": {"#o": "output"},
+                "ExpressionAttributeValues": {
+                    ":o": codec.attr(output),
+                    ":t": codec.attr(True),
+                    ":now": codec.attr(int(time.time())),
+                },
+            }
+        }
+
+    def dedupe_exists(self, session_id: str, key: str) -> bool:
+        """Whether an append (or claim) with this dedupe key has landed."""
+        return self._get(keys.dedupe_key(session_id, key), projection=["pk"]) is not None
+
+    def claim(self, session_id: str, key: str) -> bool:
+        """Put a dedupe marker unless it exists; True when this caller put it."""
+        expires = int(time.time()) + self.event_ttl_s
+        return self._put_new({**keys.dedupe_key(session_id, key), keys.TTL_ATTRIBUTE: expires})
+
+    def read_event_page(
+        self, session_id: str, after: int, *, limit: int = 500
+    ) -> tuple[list[StoredEvent], int, bool]:
+        """One page: the retained events with seq > ``after``, the last seq it covered, whether it was full.
+
+        Expired events (past their TTL but not yet deleted: moto never deletes,
+        DynamoDB lags) are skipped, yet still move the cursor, so a reader
+        never re-reads them forever.
+        """
+        r = self.client.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :p AND sk BETWEEN :a AND :b",
+            ExpressionAttributeValues={
+                ":p": codec.attr(keys.session_pk(session_id)),
+                ":a": codec.attr(keys.event_sk(after + 1)),
+                ":b": codec.attr(keys.event_sk(keys.MAX_SEQ)),
+            },
+            ConsistentRead=True,
+            Limit=limit,
+        )
+        now = int(time.time())
+        out = []
+        covered = after
+        raw_items = r.get("Items", [])
+        for raw in raw_items:
+            attrs = codec.from_item(raw)
+            covered = int(attrs["seq"])
+            if int(attrs.get(keys.TTL_ATTRIBUTE, now + 1)) < now:
+                continue
+            out.append(StoredEvent(seq=covered, type=attrs["type"], data=codec.loads(attrs["data"], {})))
+        return out, covered, len(raw_items) >= limit
+
+    def list_items(self, session_id: str, *, through_seq: int | None = None) -> list[ConversationItem]:
+        """All items of a session in order, optionally only those published by seq <= ``through_seq``."""
+        rows = self._query_all(
+            {
+                "TableName": self.table,
+                "KeyConditionExpression": "pk = :p AND begins_with(sk, :i)",
+                "ExpressionAttributeValues": {
+                    ":p": codec.attr(keys.session_pk(session_id)),
+                    ":i": codec.attr(keys.ITEM_PREFIX),
+                },
+                "ConsistentRead": True,
+            }
+        )
+        return [
+            ConversationItem(
+                id=attrs["id"],
+                type=attrs["type"],
+                response_id=attrs.get("response_id"),
+                created_at=int(attrs["created_at"]),
+                position=int(attrs["position"]),
+                data=codec.loads(attrs["data"], {}),
+            )
+            for attrs in rows
+            if through_seq is None or int(attrs["position"]) <= through_seq
+        ]

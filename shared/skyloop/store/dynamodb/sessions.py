@@ -1,0 +1,157 @@
+"""Session rows: status, counters and the fields the API edits; listed by owner or by agent name."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from skyloop.errors import ConflictError, InvalidInputError, NotFoundError
+from skyloop.models.session import Session, TaskError
+from skyloop.store import codec, keys
+from skyloop.store.dynamodb.base import TableBase, error_code
+
+JSON_FIELDS = ("labels", "last_task_error")  # stored as compact JSON text
+
+
+def session_attrs(session: Session) -> dict[str, Any]:
+    data = session.model_dump(mode="json")
+    for name in JSON_FIELDS:
+        data[name] = codec.dumps(data[name]) if data[name] not in (None, {}) else None
+    return data
+
+
+def session_from(attrs: dict[str, Any]) -> Session:
+    attrs = dict(attrs)
+    attrs["labels"] = codec.loads(attrs.get("labels"), {})
+    err = codec.loads(attrs.get("last_task_error"))
+    attrs["last_task_error"] = TaskError.model_validate(err) if err else None
+    return Session.model_validate({k: v for k, v in attrs.items() if k in Session.model_fields})
+
+
+class SessionRecords(TableBase):
+    def create_session(self, session: Session) -> None:
+        created = keys.created_key(time.time_ns(), session.id)
+        item = {
+            **session_attrs(session),
+            **keys.session_key(session.id),
+            "kind": "session",
+            keys.OWNER_KEY: keys.owner_index_value("session", session.owner),
+            keys.NAME_KEY: keys.agent_name_index_value("session", session.owner, session.agent_name),
+            keys.CREATED_KEY: created,
+        }
+        if not self._put_new(item):
+            raise ConflictError(f"a session with id {session.id!r} already exists")
+
+    def get_session(self, session_id: str) -> Session:
+        attrs = self._get(keys.session_key(session_id))
+        if attrs is None:
+            raise NotFoundError(f"Session not found: '{session_id}'")
+        return session_from(attrs)
+
+    def list_sessions(
+        self,
+        *,
+        owner: str = keys.DEFAULT_OWNER,
+        agent_name: str | None = None,
+        agent_id: str | None = None,
+        archived: bool | None = False,
+        limit: int = 20,
+        descending: bool = True,
+        after: str | None = None,
+    ) -> tuple[list[Session], bool]:
+        """Sessions newest first (or oldest first); ``archived=None`` lists both; ``after`` is a session id."""
+        if agent_name is not None:
+            index, key_attr = keys.INDEX_BY_AGENT_NAME, keys.NAME_KEY
+            value = keys.agent_name_index_value("session", owner, agent_name)
+        else:
+            index, key_attr = keys.INDEX_BY_OWNER, keys.OWNER_KEY
+            value = keys.owner_index_value("session", owner)
+        values: dict[str, Any] = {":v": codec.attr(value)}
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": index,
+            "KeyConditionExpression": "#k = :v",
+            "ExpressionAttributeNames": {"#k": key_attr},
+            "ExpressionAttributeValues": values,
+            "ScanIndexForward": not descending,
+        }
+        filters = []
+        if agent_id is not None:
+            filters.append("agent_id = :aid")
+            values[":aid"] = codec.attr(agent_id)
+        if archived is False:
+            filters.append("(attribute_not_exists(archived) OR archived = :false)")
+            values[":false"] = codec.attr(False)
+        elif archived is True:
+            filters.append("archived = :true")
+            values[":true"] = codec.attr(True)
+        if filters:
+            kwargs["FilterExpression"] = " AND ".join(filters)
+        if after:
+            cursor = self._get(keys.session_key(after))
+            if cursor is None:
+                raise NotFoundError(f"Session not found: '{after}'")
+            if cursor.get(key_attr) != value:
+                raise InvalidInputError(f"cursor session '{after}' is not in this list")
+            kwargs["ExclusiveStartKey"] = codec.to_item(
+                {**keys.session_key(after), key_attr: value, keys.CREATED_KEY: cursor[keys.CREATED_KEY]}
+            )
+        raw = self._query_page(kwargs, limit)
+        return [session_from(codec.from_item(i)) for i in raw[:limit]], len(raw) > limit
+
+    def update_session(self, session_id: str, changes: dict[str, object]) -> Session:
+        """Plain field updates (title, labels, runner...) that publish no event; ``None`` removes a field."""
+        names: dict[str, str] = {"#updated_at": "updated_at"}
+        values: dict[str, Any] = {":now": codec.attr(int(time.time()))}
+        sets = ["#updated_at = :now"]
+        removes: list[str] = []
+        for i, (key, value) in enumerate(changes.items()):
+            names[f"#f{i}"] = key
+            if value is None:
+                removes.append(f"#f{i}")
+                continue
+            values[f":v{i}"] = codec.attr(codec.dumps(value) if key in JSON_FIELDS else value)
+            sets.append(f"#f{i} = :v{i}")
+        expr = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+        try:
+            r = self.client.update_item(
+                TableName=self.table,
+                Key=codec.to_item(keys.session_key(session_id)),
+                UpdateExpression=expr,
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                raise NotFoundError(f"Session not found: '{session_id}'") from exc
+            raise
+        return session_from(codec.from_item(r["Attributes"]))
+
+    def delete_session(self, session_id: str) -> None:
+        """Remove the session row first (appends then fail their condition), then everything under it."""
+        try:
+            self.client.delete_item(
+                TableName=self.table,
+                Key=codec.to_item(keys.session_key(session_id)),
+                ConditionExpression="attribute_exists(pk)",
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                raise NotFoundError(f"Session not found: '{session_id}'") from exc
+            raise
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :p",
+            "ExpressionAttributeValues": {":p": codec.attr(keys.session_pk(session_id))},
+            "ProjectionExpression": "pk, sk",
+        }
+        while True:
+            r = self.client.query(**kwargs)
+            self._delete_keys([{"pk": i["pk"], "sk": i["sk"]} for i in r.get("Items", [])])
+            if "LastEvaluatedKey" not in r:
+                return
+            kwargs["ExclusiveStartKey"] = r["LastEvaluatedKey"]

@@ -1,0 +1,163 @@
+"""Turn records (one per execution) and the client calls a parked turn waits on."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from skyloop.errors import NotFoundError
+from skyloop.models.session import PendingCall, Turn
+from skyloop.store import codec, keys
+from skyloop.store.dynamodb.base import TableBase, error_code
+from skyloop.store.records import TurnDecision
+
+
+class TurnRecords(TableBase):
+    def get_turn(self, session_id: str, response_id: str) -> Turn:
+        attrs = self._get(keys.turn_key(session_id, response_id))
+        if attrs is None:
+            raise NotFoundError(f"Turn not found: '{response_id}'")
+        attrs["tools"] = codec.loads(attrs.get("tools"), [])
+        return Turn.model_validate({k: v for k, v in attrs.items() if k in Turn.model_fields})
+
+    def get_decision(self, session_id: str, response_id: str) -> TurnDecision | None:
+        """The decision the turn's last landed model call recorded, if any."""
+        attrs = self._get(keys.turn_key(session_id, response_id), projection=["last_decision"])
+        raw = codec.loads((attrs or {}).get("last_decision"))
+        return TurnDecision(response_id=response_id, **raw) if raw else None
+
+    def _update_turn(
+        self,
+        session_id: str,
+        response_id: str,
+        expression: str,
+        values: dict[str, Any],
+        condition: str = "attribute_exists(pk)",
+        names: dict[str, str] | None = None,
+    ) -> bool:
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": codec.to_item(keys.turn_key(session_id, response_id)),
+            "UpdateExpression": expression,
+            "ConditionExpression": condition,
+            "ExpressionAttributeValues": {k: codec.attr(v) for k, v in values.items()},
+        }
+        if names:
+            kwargs["ExpressionAttributeNames"] = names
+        try:
+            self.client.update_item(**kwargs)
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def park_turn(self, session_id: str, response_id: str, *, task_token: str, iteration: int) -> None:
+        """Keep the token the parked execution waits on (stored before any call is published)."""
+        if not self._update_turn(
+            session_id,
+            response_id,
+            "SET task_token = :t, await_iteration = :i",
+            {":t": task_token, ":i": iteration},
+        ):
+            raise NotFoundError(f"Turn not found: '{response_id}'")
+
+    def claim_resume(self, session_id: str, response_id: str, iteration: int) -> bool:
+        """Claim the one wake-up of a parked iteration; False when another caller holds it."""
+        return self._update_turn(
+            session_id,
+            response_id,
+            "SET resumed_iteration = :i",
+            {":i": iteration},
+            "attribute_exists(pk) AND (attribute_not_exists(resumed_iteration) OR resumed_iteration < :i)",
+        )
+
+    def release_resume(self, session_id: str, response_id: str, iteration: int) -> None:
+        """Give a claimed wake-up back (the wake-up failed), so a retry can claim it again."""
+        self._update_turn(
+            session_id,
+            response_id,
+            "REMOVE resumed_iteration",
+            {":i": iteration},
+            "resumed_iteration = :i",
+        )
+
+    @staticmethod
+    def _call_from(attrs: dict[str, Any]) -> PendingCall:
+        return PendingCall.model_validate({k: v for k, v in attrs.items() if k in PendingCall.model_fields})
+
+    def get_call(self, session_id: str, response_id: str, call_id: str) -> PendingCall | None:
+        attrs = self._get(keys.call_key(session_id, response_id, call_id))
+        return self._call_from(attrs) if attrs is not None else None
+
+    def list_calls(
+        self, session_id: str, response_id: str, *, iteration: int | None = None
+    ) -> list[PendingCall]:
+        rows = self._query_all(
+            {
+                "TableName": self.table,
+                "KeyConditionExpression": "pk = :p AND begins_with(sk, :c)",
+                "ExpressionAttributeValues": {
+                    ":p": codec.attr(keys.session_pk(session_id)),
+                    ":c": codec.attr(keys.calls_prefix(response_id)),
+                },
+                "ConsistentRead": True,
+            }
+        )
+        calls = [self._call_from(attrs) for attrs in rows]
+        if iteration is not None:
+            calls = [c for c in calls if c.iteration == iteration]
+        return sorted(calls, key=lambda c: (c.iteration, c.index))
+
+    def answer_call(self, call: PendingCall, output: str) -> bool:
+        """Record the output once: set it on the call and count it down on the turn, atomically.
+
+        Only while the call's turn is the session's running turn. Returns False
+        when the call already had an output or its turn has ended (the caller
+        then compares outputs to answer idempotently or with 409).
+        """
+        session_key = keys.session_key(call.session_id)
+        try:
+            self.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Update": {
+                            "TableName": self.table,
+                            "Key": codec.to_item(
+                                keys.call_key(call.session_id, call.response_id, call.call_id)
+                            ),
+                            "UpdateExpression": "SET #o = :o, answered_at = :t",
+                            "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(#o)",
+                            "ExpressionAttributeNames": {"#o": "output"},
+                            "ExpressionAttributeValues": {
+                                ":o": codec.attr(output),
+                                ":t": codec.attr(int(time.time())),
+                            },
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self.table,
+                            "Key": codec.to_item(keys.turn_key(call.session_id, call.response_id)),
+                            "UpdateExpression": "SET unanswered = unanswered - :one",
+                            "ConditionExpression": "unanswered > :zero",
+                            "ExpressionAttributeValues": {":one": codec.attr(1), ":zero": codec.attr(0)},
+                        }
+                    },
+                    {
+                        "ConditionCheck": {  # only the running turn takes outputs
+                            "TableName": self.table,
+                            "Key": codec.to_item(session_key),
+                            "ConditionExpression": "active_response_id = :r",
+                            "ExpressionAttributeValues": {":r": codec.attr(call.response_id)},
+                        }
+                    },
+                ]
+            )
+        except ClientError as exc:
+            if error_code(exc) == "TransactionCanceledException":
+                return False
+            raise
+        return True

@@ -1,0 +1,101 @@
+"""Every key, index and attribute name of the single table: the only place that knows them.
+
+Key design (one table, ``pk``/``sk`` strings, two sparse GSIs)::
+
+    record              pk                  sk                                  GSIs
+    agent version       AGENT#<id>          AGENT                               by_owner:      agent#<owner> / <ts>#<id>
+                                                                                by_agent_name: agent#<owner>#<name> / <ts>#<id>
+    session             SESSION#<id>        META                                by_owner:      session#<owner> / <ts>#<id>
+                                                                                by_agent_name: session#<owner>#<agent name> / <ts>#<id>
+    conversation item   SESSION#<id>        ITEM#<anchor:012>#<seq:012>#<idx:03>
+    stream event        SESSION#<id>        EVENT#<seq:012>                     (TTL expires_at)
+    dedupe marker       SESSION#<id>        DEDUPE#<key>                        (TTL expires_at)
+    turn                SESSION#<id>        TURN#<response id>
+    pending call        SESSION#<id>        CALL#<response id>#<call id>
+    bearer token        TOKEN#<sha256>      TOKEN                               by_owner:      token#<owner> / <ts>#<id>
+
+Indexes are named after what they index: ``by_owner`` lists a principal's
+agents, sessions or tokens newest last; ``by_agent_name`` lists the versions of
+one agent name, or the sessions of one agent name, newest last. Both are
+sparse: a record is in an index only when it carries that index's key.
+
+Everything under a session shares its partition, so deleting a session and
+reading its log are single-partition operations; sequence numbers are 12
+digits wide so they sort as strings.
+"""
+
+from __future__ import annotations
+
+PK = "pk"
+SK = "sk"
+TTL_ATTRIBUTE = "expires_at"
+
+INDEX_BY_OWNER = "by_owner"
+INDEX_BY_AGENT_NAME = "by_agent_name"
+OWNER_KEY = "owner_key"
+NAME_KEY = "name_key"
+CREATED_KEY = "created_key"
+INDEXES: dict[str, tuple[str, str]] = {
+    INDEX_BY_OWNER: (OWNER_KEY, CREATED_KEY),
+    INDEX_BY_AGENT_NAME: (NAME_KEY, CREATED_KEY),
+}
+
+SEQ_WIDTH = 12
+MAX_SEQ = 10**SEQ_WIDTH - 1
+META = "META"
+DEFAULT_OWNER = "local"
+
+
+def created_key(ts_ns: int, ident: str) -> str:
+    return f"{ts_ns:020d}#{ident}"
+
+
+def agent_key(agent_id: str) -> dict[str, str]:
+    return {PK: f"AGENT#{agent_id}", SK: "AGENT"}
+
+
+def session_pk(session_id: str) -> str:
+    return f"SESSION#{session_id}"
+
+
+def session_key(session_id: str) -> dict[str, str]:
+    return {PK: session_pk(session_id), SK: META}
+
+
+def event_sk(seq: int) -> str:
+    return f"EVENT#{seq:0{SEQ_WIDTH}d}"
+
+
+def item_sk(anchor: int, seq: int, index: int) -> str:
+    return f"ITEM#{anchor:0{SEQ_WIDTH}d}#{seq:0{SEQ_WIDTH}d}#{index:03d}"
+
+
+ITEM_PREFIX = "ITEM#"
+
+
+def dedupe_key(session_id: str, key: str) -> dict[str, str]:
+    return {PK: session_pk(session_id), SK: f"DEDUPE#{key}"}
+
+
+def turn_key(session_id: str, response_id: str) -> dict[str, str]:
+    return {PK: session_pk(session_id), SK: f"TURN#{response_id}"}
+
+
+def call_key(session_id: str, response_id: str, call_id: str) -> dict[str, str]:
+    return {PK: session_pk(session_id), SK: f"CALL#{response_id}#{call_id}"}
+
+
+def calls_prefix(response_id: str) -> str:
+    return f"CALL#{response_id}#"
+
+
+def token_key(token_hash: str) -> dict[str, str]:
+    return {PK: f"TOKEN#{token_hash}", SK: "TOKEN"}
+
+
+def owner_index_value(kind: str, owner: str) -> str:
+    return f"{kind}#{owner}"
+
+
+def agent_name_index_value(kind: str, owner: str, name: str) -> str:
+    return f"{kind}#{owner}#{name}"

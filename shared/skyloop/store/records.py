@@ -1,0 +1,124 @@
+"""What callers hand the store and get back: intent-level records, no keys, no expressions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from skyloop.errors import ConflictError
+
+if TYPE_CHECKING:
+    from skyloop.models.session import PendingCall, SessionStatus, Turn
+
+
+@dataclass
+class StoredEvent:
+    """An event as read back from the log, with its assigned sequence number."""
+
+    seq: int
+    type: str
+    data: dict[str, Any]
+
+    def payload(self) -> dict[str, Any]:
+        return {**self.data, "type": self.type, "sequence_number": self.seq}
+
+
+@dataclass
+class NewItem:
+    """A conversation item to persist with an append; published by ``event_index``."""
+
+    id: str
+    type: str
+    data: dict[str, Any]
+    response_id: str | None
+    event_index: int = -1  # which event of the batch publishes it (default: the last)
+    anchor_seq: int | None = None  # conversation order; default: the publishing event's seq
+
+
+@dataclass(frozen=True)
+class Guard:
+    """What must hold of the session row for an append to land (all given conditions at once)."""
+
+    running: bool | None = None  # True: status is running; False: it is not
+    active_turn: str | None = None  # the session's active turn is this response id
+    input_seen_through: int | None = None  # no user input newer than this seq
+
+
+@dataclass(frozen=True)
+class SessionChange:
+    """Session-row fields an append changes together with its events."""
+
+    status: SessionStatus | None = None
+    active_turn: str | None = None
+    end_active_turn: bool = False  # the session has no active turn afterwards
+    last_response_id: str | None = None
+    last_task_error: dict[str, Any] | None = None
+    clear_task_error: bool = False
+    mark_input: bool = False  # this append's last seq becomes the newest user input
+
+
+NextStep = Literal["call_model", "await_client", "finish_turn", "stop"]
+
+
+@dataclass(frozen=True)
+class TurnDecision:
+    """What one model call decided, recorded on the turn with its result (a rerun returns it)."""
+
+    response_id: str
+    iteration: int
+    next: NextStep
+    consumed_seq: int
+    unanswered: int
+
+
+@dataclass
+class Append:
+    """A unit of work on one session: events, items and the records a turn step writes with them.
+
+    Nothing is written until the store flushes it as one transaction; a failed
+    guard writes nothing at all. With a ``dedupe_key`` the append lands at most
+    once: a repeat reports ``duplicate`` and writes nothing.
+    """
+
+    session_id: str
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    items: list[NewItem] = field(default_factory=list)
+    dedupe_key: str | None = None
+    after_seq: int | None = None  # the session's last_seq as the caller last read it (saves a read)
+    guard: Guard | None = None
+    change: SessionChange | None = None
+    new_turn: Turn | None = None
+    new_calls: list[PendingCall] = field(default_factory=list)
+    decision: TurnDecision | None = None
+    cancel_calls: list[tuple[PendingCall, str]] = field(default_factory=list)  # (unanswered call, output)
+    claims: list[str] = field(default_factory=list)  # further dedupe markers put in the same write
+
+    def event(self, type_: str, data: dict[str, Any] | None = None) -> int:
+        self.events.append((type_, dict(data or {})))
+        return len(self.events) - 1
+
+
+@dataclass
+class AppendResult:
+    first_seq: int
+    last_seq: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class TokenRecord:
+    """A stored bearer token: its hash (never the token) and who it belongs to."""
+
+    token_hash: str
+    id: str
+    name: str
+    created_at: int
+    owner: str
+
+
+class ConditionFailedError(ConflictError):
+    """An append's guard did not hold; nothing was written."""
+
+
+class ContentionError(ConflictError):
+    """Too many writers raced on one session; the caller may try again."""

@@ -1,0 +1,458 @@
+"""Every transition of a turn: start (or join), park, resume, continue, finish, fail, cancel.
+
+A turn is the session's *active turn* from the append that starts it until the
+append that ends it; every write in between is guarded on that, so a step of
+a turn that was interrupted or deleted can no longer write anything. Each
+transition is one conditional append (see :mod:`skyloop.store`), retried from
+a fresh read when it races another writer, and carries a dedupe key derived
+from (turn, iteration, step) so that doing it twice writes nothing twice.
+
+The API (posting a message, an output, an interrupt) and the Step Functions
+steps (:mod:`skyloop.turns.steps`) both change turns only through here; Step
+Functions itself is reached only through :mod:`skyloop.turns.engine`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import TYPE_CHECKING, Any
+
+from skyloop import events as ev
+from skyloop.errors import ConflictError, NotFoundError, RunnerUnavailableError
+from skyloop.ids import derived_id, new_id, new_response_id, new_turn_group_id
+from skyloop.models.session import Turn
+from skyloop.store import Append, ConditionFailedError, Guard, NewItem, SessionChange
+from skyloop.turns.engine import StaleTokenError
+from skyloop.turns.state import TurnState
+
+if TYPE_CHECKING:
+    from skyloop.models.agent import Agent
+    from skyloop.models.session import ClientTool, PendingCall, Session
+    from skyloop.store import Store
+    from skyloop.turns.engine import TurnEngine
+
+ATTEMPTS = 5  # fresh reads before a racing API transition gives up with 409
+CANCELLED_OUTPUT = "[Cancelled — tool execution was interrupted.]"
+INTERRUPT_MARKER = (
+    "[System: interrupted]\nThe user interrupted and abandoned their previous request. "
+    "Do not continue it unless they ask again."
+)
+
+
+class TurnInactiveError(Exception):
+    """The turn is no longer the session's active one (interrupted or deleted): stop quietly."""
+
+
+def is_active(session: Session, response_id: str) -> bool:
+    return session.active_response_id == response_id and session.status == "running"
+
+
+def turn_append(state: TurnState, dedupe_key: str, *, after_seq: int | None = None) -> Append:
+    """An append that only lands while this turn is still the session's active turn."""
+    return Append(
+        state.session_id,
+        dedupe_key=dedupe_key,
+        after_seq=after_seq,
+        guard=Guard(active_turn=state.response_id),
+    )
+
+
+def append_active(store: Store, batch: Append) -> None:
+    """Flush a turn's append; a turn that is no longer active raises :class:`TurnInactiveError`."""
+    try:
+        store.append(batch)
+    except (ConditionFailedError, NotFoundError) as exc:
+        raise TurnInactiveError(str(exc)) from exc
+
+
+def _end_turn(
+    batch: Append,
+    session_id: str,
+    response_id: str,
+    *,
+    status: str,
+    model: str,
+    created_at: int | None,
+    error: dict[str, Any] | None = None,
+) -> None:
+    """The end of a turn, whichever way it ends: its terminal event, the new status, no active turn."""
+    terminal = {
+        "completed": ev.RESPONSE_COMPLETED,
+        "failed": ev.RESPONSE_FAILED,
+        "cancelled": ev.RESPONSE_CANCELLED,
+    }
+    batch.event(
+        terminal[status],
+        ev.response_event(
+            ev.response_object(response_id, status=status, model=model, created_at=created_at, error=error)
+        ),
+    )
+    session_status = {"completed": "idle", "cancelled": "idle", "failed": "failed"}[status]
+    batch.event(
+        ev.SESSION_STATUS, ev.session_status(session_id, session_status, response_id=response_id, error=error)
+    )
+    batch.change = SessionChange(
+        status=session_status,  # type: ignore[arg-type]
+        last_response_id=response_id,
+        end_active_turn=True,
+        last_task_error=error,
+    )
+
+
+# --------------------------------------------------------------------------------- start
+def _response_id_for(session_id: str, idempotency_key: str | None) -> str:
+    if idempotency_key:
+        return f"resp_{derived_id('response', session_id, idempotency_key)[:24]}"
+    return new_response_id()
+
+
+def start_or_join(
+    store: Store,
+    engine: TurnEngine,
+    agent: Agent,
+    session_id: str,
+    message: dict[str, Any],
+    tools: list[ClientTool] | None,
+    *,
+    idempotency_key: str | None = None,
+) -> dict[str, Any]:
+    """Persist a user message, then start a turn, or hand the message to the running one.
+
+    With an ``idempotency_key`` the item and turn ids derive from the key and
+    the append is deduplicated on it, so a client that re-posts after a lost
+    answer gets the first answer back and starts nothing twice.
+    """
+    if idempotency_key:
+        item_id = derived_id("message", session_id, idempotency_key)
+        group = f"turn_{derived_id('group', session_id, idempotency_key)}"
+    else:
+        item_id, group = new_id(), new_turn_group_id()
+    for _ in range(ATTEMPTS):
+        session = store.get_session(session_id)
+        batch = Append(
+            session_id,
+            after_seq=session.last_seq,
+            dedupe_key=f"message:{idempotency_key}" if idempotency_key else None,
+        )
+        response_id: str | None
+        if session.status == "running":
+            idx = batch.event(ev.SESSION_INPUT_CONSUMED, ev.input_consumed(item_id, message))
+            batch.guard = Guard(running=True)
+            batch.change = SessionChange(mark_input=True)
+            response_id = None
+        else:
+            response_id = _response_id_for(session_id, idempotency_key)
+            batch.event(ev.SESSION_STATUS, ev.session_status(session_id, "running", response_id=response_id))
+            idx = batch.event(ev.SESSION_INPUT_CONSUMED, ev.input_consumed(item_id, message))
+            batch.guard = Guard(running=False)
+            batch.change = SessionChange(
+                status="running", active_turn=response_id, clear_task_error=True, mark_input=True
+            )
+            batch.new_turn = Turn(
+                session_id=session_id,
+                response_id=response_id,
+                agent_id=agent.id,
+                created_at=int(time.time()),
+                tools=tools or [],
+            )
+        batch.items.append(
+            NewItem(
+                id=item_id,
+                type="message",
+                data={"role": message["role"], "content": message["content"], "model": None},
+                response_id=group,
+                event_index=idx,
+            )
+        )
+        try:
+            result = store.append(batch)
+        except ConditionFailedError:
+            continue  # the turn started or ended under us: decide again
+        if result.duplicate:
+            # Posted before: make sure the turn it started runs (a named start is idempotent).
+            response_id = _response_id_for(session_id, idempotency_key)
+            if store.get_session(session_id).active_response_id != response_id:
+                response_id = None
+        if response_id is not None:
+            _start_execution(store, engine, agent, session_id, response_id)
+        return {"queued": True, "item_id": item_id}
+    raise ConflictError("the session changed too often while posting; try again")
+
+
+def _start_execution(
+    store: Store, engine: TurnEngine, agent: Agent, session_id: str, response_id: str
+) -> None:
+    state = TurnState(
+        session_id=session_id,
+        response_id=response_id,
+        client_tool_timeout_s=agent.spec.limits.client_tool_timeout_s,
+        max_iterations=agent.spec.limits.max_iterations,
+    )
+    try:
+        engine.start(state)
+    except Exception as exc:
+        error = {"code": "runner_unavailable", "message": f"could not start the turn: {exc}"}
+        fail(store, session_id, response_id, error, model=agent.name, created_at=None)
+        raise RunnerUnavailableError(
+            "the runner could not start the turn; the message was persisted and the session marked failed"
+        ) from exc
+
+
+# ---------------------------------------------------------------------------------- fail
+def fail(
+    store: Store,
+    session_id: str,
+    response_id: str,
+    error: dict[str, Any],
+    *,
+    model: str,
+    created_at: int | None,
+) -> None:
+    """End the turn as failed (once: the write is keyed by the turn; a turn that ended already is left)."""
+    batch = Append(session_id, dedupe_key=f"{response_id}:fail", guard=Guard(active_turn=response_id))
+    _end_turn(
+        batch, session_id, response_id, status="failed", model=model, created_at=created_at, error=error
+    )
+    with contextlib.suppress(ConditionFailedError, NotFoundError):
+        store.append(batch)  # fails only if the turn already ended (interrupted or deleted)
+
+
+# -------------------------------------------------------------------- finish or continue
+def finish_or_continue(store: Store, state: TurnState, *, model: str, created_at: int) -> TurnState:
+    """End the turn unless input arrived that the model has not seen; then it continues instead."""
+    batch = Append(
+        state.session_id,
+        dedupe_key=f"{state.response_id}:finish",
+        guard=Guard(active_turn=state.response_id, input_seen_through=state.consumed_seq),
+    )
+    _end_turn(
+        batch, state.session_id, state.response_id, status="completed", model=model, created_at=created_at
+    )
+    try:
+        store.append(batch)
+    except ConditionFailedError:
+        session = store.get_session(state.session_id)
+        if session.active_response_id != state.response_id:
+            return state.model_copy(update={"next": "stop"})
+        # A message arrived after the last model call: continue the turn without going idle.
+        return state.model_copy(update={"next": "call_model", "iteration": state.iteration + 1})
+    except NotFoundError:
+        return state.model_copy(update={"next": "stop"})
+    return state.model_copy(update={"next": "stop"})
+
+
+# --------------------------------------------------------------------------- client calls
+def call_event(call: PendingCall, status: str, agent_name: str) -> dict[str, Any]:
+    return ev.item_done(
+        ev.function_call_item(
+            item_id=call.item_id,
+            call_id=call.call_id,
+            name=call.name,
+            arguments=call.arguments,
+            status=status,
+            agent=agent_name,
+            response_id=call.response_id,
+        )
+    )
+
+
+def add_completed_call(batch: Append, call: PendingCall, output: str, agent_name: str) -> None:
+    """Publish and persist one finished call and its output, anchored where the model made the call."""
+    idx = batch.event(ev.RESPONSE_ITEM_DONE, call_event(call, "completed", agent_name))
+    batch.items.append(
+        NewItem(
+            id=call.item_id,
+            type="function_call",
+            data={
+                "name": call.name,
+                "arguments": call.arguments,
+                "call_id": call.call_id,
+                "model": agent_name,
+            },
+            response_id=call.response_id,
+            event_index=idx,
+            anchor_seq=call.anchor_seq,
+        )
+    )
+    out_id = derived_id(call.response_id, call.iteration, "output", call.index)
+    idx = batch.event(
+        ev.RESPONSE_ITEM_DONE,
+        ev.item_done(
+            ev.function_call_output_item(
+                item_id=out_id, call_id=call.call_id, output=output, response_id=call.response_id
+            )
+        ),
+    )
+    batch.items.append(
+        NewItem(
+            id=out_id,
+            type="function_call_output",
+            data={"call_id": call.call_id, "output": output},
+            response_id=call.response_id,
+            event_index=idx,
+            anchor_seq=call.anchor_seq,
+        )
+    )
+
+
+def park(store: Store, engine: TurnEngine, state: TurnState, task_token: str, *, agent_name: str) -> None:
+    """Keep the task token, then publish each unanswered call as ``action_required``.
+
+    The token is stored before any call is published, so every call a client
+    can see can resume the turn. If every call is already answered (a retried
+    invocation), this resumes the turn itself; an ended turn's execution is
+    woken so it runs on to its end.
+    """
+    iteration = state.iteration - 1
+    session = store.get_session(state.session_id)
+    if not is_active(session, state.response_id):
+        engine.wake(task_token)
+        return
+    store.park_turn(state.session_id, state.response_id, task_token=task_token, iteration=iteration)
+    calls = store.list_calls(state.session_id, state.response_id, iteration=iteration)
+    batch = turn_append(state, f"{state.response_id}:{iteration}:await", after_seq=session.last_seq)
+    for call in calls:
+        if call.output is None:  # answered already (e.g. an unknown tool's error output) are not shown
+            batch.event(ev.RESPONSE_ITEM_DONE, call_event(call, "action_required", agent_name))
+    try:
+        append_active(store, batch)
+    except TurnInactiveError:
+        engine.wake(task_token)
+        return
+    resume(store, engine, state.session_id, state.response_id, iteration)  # a no-op while calls are open
+
+
+def resume(store: Store, engine: TurnEngine, session_id: str, response_id: str, iteration: int) -> bool:
+    """Wake a parked iteration exactly once, after its last output; returns whether this caller did.
+
+    The wake-up is claimed with a conditional write first, so concurrent
+    answers send it once; if sending fails (Step Functions unreachable), the
+    claim is given back, so the next answer or re-post wakes the turn.
+    """
+    turn = store.get_turn(session_id, response_id)
+    if turn.unanswered != 0 or not turn.task_token or turn.await_iteration != iteration:
+        return False
+    if not store.claim_resume(session_id, response_id, iteration):
+        return False
+    try:
+        engine.resume(turn.task_token, {"resumed_iteration": iteration})
+    except StaleTokenError:
+        raise
+    except Exception:
+        store.release_resume(session_id, response_id, iteration)
+        raise
+    return True
+
+
+def answer(store: Store, engine: TurnEngine, session_id: str, call_id: str, output: str) -> dict[str, Any]:
+    """Record a client tool's output once; the answer that completes the set resumes the turn.
+
+    The same output again is a no-op with the same answer (and wakes the turn
+    if an earlier wake-up failed); a different output for an answered call is
+    409; an unknown call is 404.
+    """
+    session = store.get_session(session_id)
+    accepted = {"queued": True, "item_id": call_id}
+    call = None
+    for response_id in (session.active_response_id, session.last_response_id):
+        if response_id and call is None:
+            call = store.get_call(session_id, response_id, call_id)
+    if call is None:
+        raise NotFoundError(f"No pending call '{call_id}' in this session")
+    if call.output is None and store.answer_call(call, output):
+        resume(store, engine, session_id, call.response_id, call.iteration)
+        return accepted
+    stored = store.get_call(session_id, call.response_id, call_id)
+    if stored is not None and stored.output == output and not stored.cancelled:
+        if session.active_response_id == call.response_id:
+            with contextlib.suppress(StaleTokenError):
+                resume(store, engine, session_id, call.response_id, call.iteration)
+        return accepted
+    if stored is not None and stored.cancelled:
+        raise ConflictError(
+            f"call '{call_id}' was cancelled by an interrupt; its output is no longer accepted"
+        )
+    raise ConflictError(f"call '{call_id}' already has a different output")
+
+
+# -------------------------------------------------------------------------------- cancel
+def cancel(store: Store, engine: TurnEngine, session_id: str) -> dict[str, Any]:
+    """Interrupt the running turn: cancel unanswered calls, mark the interruption once, go idle.
+
+    The whole outcome is one conditional append on the turn still being
+    active, so concurrent interrupts produce exactly one marker, and a racing
+    step of the turn can no longer append once it lands.
+    """
+    for _ in range(ATTEMPTS):
+        session = store.get_session(session_id)
+        response_id = session.active_response_id
+        if session.status != "running" or not response_id:
+            return {"queued": False}
+        turn = store.get_turn(session_id, response_id)
+        batch = Append(session_id, after_seq=session.last_seq, guard=Guard(active_turn=response_id))
+        batch.event(ev.SESSION_INTERRUPTED, ev.interrupted(response_id))
+        if turn.await_iteration is not None:
+            outputs_key = f"{response_id}:{turn.await_iteration}:outputs"
+            if not store.dedupe_exists(session_id, outputs_key):
+                for call in store.list_calls(session_id, response_id, iteration=turn.await_iteration):
+                    add_completed_call(
+                        batch,
+                        call,
+                        call.output if call.output is not None else CANCELLED_OUTPUT,
+                        session.agent_name,
+                    )
+                    if call.output is None:
+                        batch.cancel_calls.append((call, CANCELLED_OUTPUT))
+                batch.claims.append(outputs_key)
+        marker_id = new_id()
+        marker = {
+            "role": "user",
+            "content": [{"type": "input_text", "text": INTERRUPT_MARKER}],
+            "model": None,
+        }
+        idx = batch.event(ev.SESSION_INPUT_CONSUMED, ev.input_consumed(marker_id, marker))
+        batch.items.append(
+            NewItem(
+                id=marker_id, type="message", data=marker, response_id=new_turn_group_id(), event_index=idx
+            )
+        )
+        _end_turn(
+            batch,
+            session_id,
+            response_id,
+            status="cancelled",
+            model=session.agent_name,
+            created_at=turn.created_at,
+        )
+        batch.change = SessionChange(
+            status="idle", last_response_id=response_id, end_active_turn=True, mark_input=True
+        )
+        try:
+            store.append(batch)
+        except ConditionFailedError:
+            continue  # the turn ended or a call was answered meanwhile: look again
+        _stop(engine, turn)
+        return {"queued": False}
+    raise ConflictError("the session changed too often while interrupting; try again")
+
+
+def _stop(engine: TurnEngine, turn: Turn | None) -> None:
+    """Stop an ended turn's execution; a parked one is also woken so it ends at once."""
+    if turn is None:
+        return
+    engine.stop(turn.response_id)
+    if turn.task_token:
+        engine.wake(turn.task_token)
+
+
+def delete_session(store: Store, engine: TurnEngine, session_id: str) -> dict[str, Any]:
+    """Stop a running turn, then remove the session row first (no step can append after it) and the rest."""
+    session = store.get_session(session_id)
+    turn = None
+    if session.active_response_id:
+        with contextlib.suppress(NotFoundError):
+            turn = store.get_turn(session_id, session.active_response_id)
+    store.delete_session(session_id)
+    _stop(engine, turn)
+    return {"id": session_id, "object": "conversation.deleted", "deleted": True}

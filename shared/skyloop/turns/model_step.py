@@ -1,0 +1,215 @@
+"""One model call of a turn: record the outputs it resumes with, call the model, record what it decided.
+
+Idempotent: once an iteration's result has landed, running the step again
+returns the recorded decision without calling the model. A retry after a
+partial attempt announces itself with ``response.retry`` and streams anew
+under its own keys, so viewers never see two attempts' text spliced.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from skyloop import events as ev
+from skyloop.errors import ModelCallError
+from skyloop.ids import derived_id
+from skyloop.models.session import PendingCall
+from skyloop.store import NewItem, TurnDecision
+from skyloop.turns import lifecycle
+from skyloop.turns.state import TurnError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from skyloop.models.agent import Agent
+    from skyloop.models.session import Turn
+    from skyloop.store import Store
+    from skyloop.turns.state import TurnState
+
+DELTA_FLUSH_S = 0.1  # at most ~10 delta appends a second per turn: live enough, and bounds write cost
+DELTA_FLUSH_CHARS = 2048
+MAX_ATTEMPTS = 10
+
+ModelCaller = Any  # (spec, items, tools, on_delta, *, timeout_s) -> ModelResult
+
+
+def run(
+    store: Store, state: TurnState, turn: Turn, agent: Agent, model_caller: ModelCaller, *, timeout_s: float
+) -> TurnState:
+    """The CallModel step for an active turn (the caller checked it is active)."""
+    i = state.iteration
+    result_key = f"{state.response_id}:{i}:result"
+    if store.dedupe_exists(state.session_id, result_key):
+        return recorded_decision(store, state)
+    if i >= state.max_iterations:
+        raise TurnError("max_iterations", f"the turn reached its limit of {state.max_iterations} model calls")
+    if i > 0:
+        record_outputs(store, state, agent, i - 1)
+    session = store.get_session(state.session_id)
+    cutoff = session.last_seq
+    items = store.list_items(state.session_id, through_seq=cutoff)
+    consumed = max(state.consumed_seq, session.input_seq)
+    attempt = claim_attempt(store, state)
+
+    deltas = DeltaWriter(store, state, attempt)
+    try:
+        result = model_caller(agent.spec, items, turn.tools, deltas.add, timeout_s=timeout_s)
+    except ModelCallError as exc:
+        deltas.flush()
+        raise TurnError(exc.error_code, exc.message) from exc
+    deltas.flush()
+
+    batch = lifecycle.turn_append(state, result_key)
+    if result.text:
+        if not deltas.sent_any:
+            batch.event(ev.RESPONSE_TEXT_DELTA, ev.text_delta(result.text, response_id=state.response_id))
+        msg_id = derived_id(state.response_id, i, "message")
+        idx = batch.event(
+            ev.RESPONSE_ITEM_DONE,
+            ev.item_done(
+                ev.assistant_message_item(
+                    item_id=msg_id, text=result.text, model=agent.name, response_id=state.response_id
+                )
+            ),
+        )
+        batch.items.append(
+            NewItem(
+                id=msg_id,
+                type="message",
+                data={
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": result.text}],
+                    "model": agent.name,
+                },
+                response_id=state.response_id,
+                event_index=idx,
+                anchor_seq=cutoff,
+            )
+        )
+    client_names = {t.name for t in turn.tools}
+    calls = [
+        PendingCall(
+            session_id=state.session_id,
+            response_id=state.response_id,
+            call_id=call.call_id,
+            iteration=i,
+            index=n,
+            name=call.name,
+            arguments=call.arguments,
+            item_id=derived_id(state.response_id, i, "call", n),
+            anchor_seq=cutoff,
+            output=None
+            if call.name in client_names
+            else f"Error: tool '{call.name}' is not available in this session",
+            answered_at=None if call.name in client_names else int(time.time()),
+        )
+        for n, call in enumerate(result.calls)
+    ]
+    unanswered = sum(1 for c in calls if c.output is None)
+    if not calls:
+        nxt, iteration = "finish_turn", i
+    else:
+        if i + 1 >= state.max_iterations:
+            raise TurnError(
+                "max_iterations", f"the turn reached its limit of {state.max_iterations} model calls"
+            )
+        nxt, iteration = ("await_client" if unanswered else "call_model"), i + 1
+    batch.new_calls = calls
+    batch.decision = TurnDecision(
+        response_id=state.response_id,
+        iteration=i,
+        next=nxt,
+        consumed_seq=consumed,
+        unanswered=unanswered,  # type: ignore[arg-type]
+    )
+    lifecycle.append_active(store, batch)
+    return state.model_copy(update={"next": nxt, "iteration": iteration, "consumed_seq": consumed})
+
+
+def recorded_decision(store: Store, state: TurnState) -> TurnState:
+    """What the landed result of this iteration decided (a repeated invocation returns it again)."""
+    decision = store.get_decision(state.session_id, state.response_id)
+    if decision is None or decision.iteration != state.iteration:
+        raise TurnError("internal_error", f"no recorded result for iteration {state.iteration}")
+    iteration = state.iteration if decision.next == "finish_turn" else state.iteration + 1
+    return state.model_copy(
+        update={"next": decision.next, "iteration": iteration, "consumed_seq": decision.consumed_seq}
+    )
+
+
+def claim_attempt(store: Store, state: TurnState) -> int:
+    """Number this model call's attempt; any attempt after the first is announced to viewers."""
+    for attempt in range(MAX_ATTEMPTS):
+        if store.claim(state.session_id, f"{state.response_id}:{state.iteration}:attempt:{attempt}"):
+            if attempt:
+                batch = lifecycle.turn_append(state, f"{state.response_id}:{state.iteration}:retry:{attempt}")
+                batch.event(
+                    ev.RESPONSE_RETRY,
+                    {"response_id": state.response_id, "attempt": attempt, "reason": "model step retried"},
+                )
+                lifecycle.append_active(store, batch)
+            return attempt
+    raise TurnError("internal_error", "the model step was retried too many times")
+
+
+def record_outputs(store: Store, state: TurnState, agent: Agent, iteration: int) -> None:
+    """Publish and persist the completed calls of ``iteration`` with their outputs, in call order."""
+    calls = store.list_calls(state.session_id, state.response_id, iteration=iteration)
+    if not calls:
+        return
+    missing = [c.call_id for c in calls if c.output is None]
+    if missing:
+        raise TurnError("internal_error", f"resumed with unanswered calls: {', '.join(missing)}")
+    batch = lifecycle.turn_append(state, f"{state.response_id}:{iteration}:outputs")
+    for call in calls:
+        lifecycle.add_completed_call(batch, call, call.output or "", agent.name)
+    lifecycle.append_active(store, batch)
+
+
+class DeltaWriter:
+    """Batches streamed text into appends so viewers see tokens live at a bounded write rate."""
+
+    def __init__(self, store: Store, state: TurnState, attempt: int = 0) -> None:
+        self.store = store
+        self.state = state
+        self.attempt = attempt
+        self.buffer: list[str] = []
+        self.batches = 0
+        self.last_flush = time.monotonic()
+        self.sent_any = False
+        self._lock = threading.Lock()
+
+    def add(self, delta: str) -> None:
+        if not delta:
+            return
+        with self._lock:
+            self.buffer.append(delta)
+            due = time.monotonic() - self.last_flush >= DELTA_FLUSH_S
+            if due or sum(map(len, self.buffer)) >= DELTA_FLUSH_CHARS:
+                self._flush_locked()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        self.last_flush = time.monotonic()
+        if not self.buffer:
+            return
+        text, self.buffer = "".join(self.buffer), []
+        batch = lifecycle.turn_append(
+            self.state, f"{self.state.response_id}:{self.state.iteration}:delta:{self.attempt}:{self.batches}"
+        )
+        batch.event(ev.RESPONSE_TEXT_DELTA, ev.text_delta(text, response_id=self.state.response_id))
+        self.batches += 1
+        lifecycle.append_active(self.store, batch)
+        self.sent_any = True
+
+
+def default_caller() -> Callable[..., Any]:
+    """The harness the agent's executor names (only ``openai-agents`` today), imported on first use."""
+    from skyloop.harnesses.openai_responses import call_model
+
+    return call_model

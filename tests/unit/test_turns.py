@@ -1,0 +1,346 @@
+"""The turn lifecycle and steps on the in-memory store and a recording engine: no AWS, no HTTP."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from skyloop import events as ev
+from skyloop.errors import ConflictError, ModelCallError, NotFoundError, RunnerUnavailableError
+from skyloop.harnesses.base import FunctionCall, ModelResult
+from skyloop.models.agent import Agent, AgentSpec
+from skyloop.models.session import ClientTool, Session
+from skyloop.store import MemoryStore, StoredEvent
+from skyloop.turns import lifecycle, model_step, steps
+from skyloop.turns.engine import StaleTokenError
+from skyloop.turns.state import TurnError, TurnState
+from tests.fakes import RecordingEngine
+
+READ = ClientTool(name="read_file", description="Read", parameters={"type": "object"})
+
+
+class Model:
+    """A scripted model: each call returns the next result (or raises the next error)."""
+
+    def __init__(self, *results: ModelResult | Exception, deltas: list[str] | None = None) -> None:
+        self.results = list(results)
+        self.deltas = deltas or []
+        self.calls: list[list[Any]] = []
+
+    def __call__(self, spec: Any, items: list[Any], tools: Any, on_delta: Any, **_: Any) -> ModelResult:
+        self.calls.append(items)
+        for delta in self.deltas:
+            on_delta(delta)
+        result = self.results.pop(0)
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+
+def text(value: str) -> ModelResult:
+    return ModelResult(text=value)
+
+
+def calls(*names: str) -> ModelResult:
+    """Calls named ``call_<name>``, or ``call_<name>_<n>`` for a name called more than once."""
+    ids = [f"call_{n}" if names.count(n) == 1 else f"call_{n}_{i}" for i, n in enumerate(names)]
+    return ModelResult(
+        calls=[FunctionCall(call_id=i, name=n, arguments="{}") for i, n in zip(ids, names, strict=True)]
+    )
+
+
+class World:
+    """A store, an engine, an agent and one session; helpers play Step Functions."""
+
+    def __init__(self, *, max_iterations: int = 50) -> None:
+        self.store = MemoryStore()
+        self.engine = RecordingEngine()
+        spec = AgentSpec.model_validate(
+            {"name": "unit", "executor": {"model": "m"}, "limits": {"max_iterations": max_iterations}}
+        )
+        self.agent = Agent(id=uuid.uuid4().hex, name="unit", created_at=1, spec=spec)
+        self.store.put_agent(self.agent)
+        now = int(time.time())
+        self.session = Session(
+            id=uuid.uuid4().hex, agent_id=self.agent.id, agent_name="unit", created_at=now, updated_at=now
+        )
+        self.store.create_session(self.session)
+
+    @property
+    def sid(self) -> str:
+        return self.session.id
+
+    def post(self, words: str = "hi", tools: list[ClientTool] | None = None, **kw: Any) -> dict[str, Any]:
+        message = {"role": "user", "content": [{"type": "input_text", "text": words}]}
+        return lifecycle.start_or_join(self.store, self.engine, self.agent, self.sid, message, tools, **kw)
+
+    def start(self, words: str = "hi", tools: list[ClientTool] | None = None) -> TurnState:
+        self.post(words, tools)
+        state = self.engine.started[-1]
+        return steps.prepare_turn(self.store, state)
+
+    def events(self) -> list[StoredEvent]:
+        return self.store.read_event_page(self.sid, 0, limit=10_000)[0]
+
+    def types(self) -> list[str]:
+        return [e.type for e in self.events()]
+
+    def observable(self) -> Any:
+        session = self.store.get_session(self.sid)
+        return (
+            session.model_dump(exclude={"updated_at"}),
+            [(e.seq, e.type, e.data) for e in self.events()],
+            [i.model_dump() for i in self.store.list_items(self.sid)],
+        )
+
+    def run(self, state: TurnState, model: Model, *, answers: dict[str, str] | None = None) -> TurnState:
+        """Drive the turn's states like the ASL does until it stops."""
+        while state.next != "stop":
+            if state.next == "call_model":
+                state = steps.call_model(self.store, state, model)
+            elif state.next == "await_client":
+                token = f"token-{state.iteration}"
+                steps.await_client(self.store, self.engine, state, token)
+                for call in self.store.list_calls(self.sid, state.response_id, iteration=state.iteration - 1):
+                    if call.output is None and answers is not None:
+                        lifecycle.answer(self.store, self.engine, self.sid, call.call_id, answers[call.name])
+                if not self.engine.resumed or self.engine.resumed[-1][0] != token:
+                    return state  # still parked
+                state = state.model_copy(update={"next": "call_model"})
+            elif state.next == "finish_turn":
+                state = steps.finish_turn(self.store, state)
+            else:
+                raise AssertionError(state.next)
+        return state
+
+
+def twice(world: World, step: Any) -> Any:
+    first = step()
+    before = world.observable()
+    second = step()
+    assert world.observable() == before, "a repeated step wrote something"
+    assert first == second
+    return first
+
+
+# ------------------------------------------------------------------------------ happy paths
+def test_a_text_turn_streams_then_completes_and_goes_idle() -> None:
+    world = World()
+    state = world.run(world.start(), Model(text("Hello there"), deltas=["Hello ", "there"]))
+    assert state.next == "stop"
+    assert world.types() == [
+        ev.SESSION_STATUS,
+        ev.SESSION_INPUT_CONSUMED,
+        ev.RESPONSE_IN_PROGRESS,
+        ev.RESPONSE_TEXT_DELTA,
+        ev.RESPONSE_ITEM_DONE,
+        ev.RESPONSE_COMPLETED,
+        ev.SESSION_STATUS,
+    ]
+    session = world.store.get_session(world.sid)
+    assert (session.status, session.active_response_id) == ("idle", None)
+    assert [i.type for i in world.store.list_items(world.sid)] == ["message", "message"]
+
+
+def test_every_step_run_twice_writes_once() -> None:
+    world = World()
+    world.post("hi", [READ])
+    state = twice(world, lambda: steps.prepare_turn(world.store, world.engine.started[0]))
+    model = Model(
+        ModelResult(text="Let me look.", calls=[FunctionCall(call_id="c1", name="read_file")]), text("Done")
+    )
+    state = twice(world, lambda: steps.call_model(world.store, state, model))
+    assert (state.next, state.iteration) == ("await_client", 1)
+    twice(world, lambda: steps.await_client(world.store, world.engine, state, "token-1"))
+    twice(world, lambda: lifecycle.answer(world.store, world.engine, world.sid, "c1", "contents"))
+    assert world.engine.resumed == [("token-1", {"resumed_iteration": 0})]
+    state = twice(world, lambda: steps.call_model(world.store, state, model))
+    assert state.next == "finish_turn"
+    assert twice(world, lambda: steps.finish_turn(world.store, state)).next == "stop"
+    assert len(model.calls) == 2  # a repeated model step returned its recorded decision
+    items = world.store.list_items(world.sid)
+    assert [i.type for i in items] == [
+        "message",
+        "message",
+        "function_call",
+        "function_call_output",
+        "message",
+    ]
+
+
+def test_several_calls_resume_once_after_the_last_output_in_any_order() -> None:
+    world = World()
+    state = world.start("go", [READ, ClientTool(name="list_dir")])
+    state = steps.call_model(world.store, state, Model(calls("read_file", "list_dir")))
+    steps.await_client(world.store, world.engine, state, "token-1")
+    lifecycle.answer(world.store, world.engine, world.sid, "call_list_dir", "a b")
+    assert world.engine.resumed == []
+    lifecycle.answer(world.store, world.engine, world.sid, "call_read_file", "text")
+    assert world.engine.resumed == [("token-1", {"resumed_iteration": 0})]
+
+
+def test_a_call_to_a_tool_the_client_did_not_offer_is_answered_at_once() -> None:
+    world = World()
+    state = steps.call_model(world.store, world.start("go", [READ]), Model(calls("delete_disk"), text("ok")))
+    assert state.next == "call_model"  # nothing to wait for
+    (call,) = world.store.list_calls(world.sid, state.response_id)
+    assert call.output == "Error: tool 'delete_disk' is not available in this session"
+    assert world.run(state, Model(text("ok"))).next == "stop"
+
+
+# ------------------------------------------------------------------------- answering calls
+def test_answers_same_again_is_a_no_op_different_is_409_unknown_is_404() -> None:
+    world = World()
+    state = steps.call_model(world.store, world.start("go", [READ]), Model(calls("read_file", "read_file")))
+    steps.await_client(world.store, world.engine, state, "token-1")
+    ok = lifecycle.answer(world.store, world.engine, world.sid, "call_read_file_0", "one")
+    assert ok == {"queued": True, "item_id": "call_read_file_0"}
+    assert lifecycle.answer(world.store, world.engine, world.sid, "call_read_file_0", "one") == ok
+    with pytest.raises(ConflictError):
+        lifecycle.answer(world.store, world.engine, world.sid, "call_read_file_0", "two")
+    with pytest.raises(NotFoundError):
+        lifecycle.answer(world.store, world.engine, world.sid, "call_nope", "x")
+
+
+def test_a_failed_wake_up_is_not_lost_a_repost_of_the_same_output_wakes_the_turn() -> None:
+    # Given a turn parked on one call, and Step Functions unreachable for one request
+    world = World()
+    state = steps.call_model(world.store, world.start("go", [READ]), Model(calls("read_file")))
+    steps.await_client(world.store, world.engine, state, "token-1")
+    world.engine.fail_resumes = 1
+    # When the output is posted, the wake-up fails
+    with pytest.raises(ConnectionError):
+        lifecycle.answer(world.store, world.engine, world.sid, "call_read_file", "out")
+    assert world.engine.resumed == []
+    # Then re-posting the same output wakes the turn, once
+    lifecycle.answer(world.store, world.engine, world.sid, "call_read_file", "out")
+    lifecycle.answer(world.store, world.engine, world.sid, "call_read_file", "out")
+    assert world.engine.resumed == [("token-1", {"resumed_iteration": 0})]
+
+
+def test_an_output_for_a_turn_whose_execution_is_gone_is_409() -> None:
+    world = World()
+    state = steps.call_model(world.store, world.start("go", [READ]), Model(calls("read_file")))
+    steps.await_client(world.store, world.engine, state, "token-1")
+    world.engine.stale_tokens.add("token-1")
+    with pytest.raises(StaleTokenError):
+        lifecycle.answer(world.store, world.engine, world.sid, "call_read_file", "late")
+
+
+# --------------------------------------------------------------------- steering, continuing
+def test_a_message_during_a_turn_joins_it_and_finish_continues_instead_of_ending() -> None:
+    world = World()
+    state = steps.call_model(world.store, world.start("first"), Model(text("answer one")))
+    world.post("and also this")  # arrives after the model read the conversation
+    assert len(world.engine.started) == 1  # joined, no second turn
+    state = steps.finish_turn(world.store, state)
+    assert (state.next, state.iteration) == ("call_model", 1)
+    assert ev.RESPONSE_COMPLETED not in world.types()
+    model = Model(text("answer two"))
+    assert world.run(state, model).next == "stop"
+    assert "and also this" in str(model.calls[0])
+    assert world.types().count(ev.RESPONSE_COMPLETED) == 1
+
+
+# ------------------------------------------------------------------------------ interrupts
+def test_interrupting_a_parked_turn_cancels_its_calls_marks_once_and_stops_the_execution() -> None:
+    world = World()
+    state = steps.call_model(world.store, world.start("go", [READ]), Model(calls("read_file", "read_file")))
+    steps.await_client(world.store, world.engine, state, "token-1")
+    lifecycle.answer(world.store, world.engine, world.sid, "call_read_file_0", "done")
+    assert lifecycle.cancel(world.store, world.engine, world.sid) == {"queued": False}
+    assert lifecycle.cancel(world.store, world.engine, world.sid) == {"queued": False}  # idle now: no-op
+    assert world.engine.stopped == [state.response_id] and world.engine.woken == ["token-1"]
+    outputs = [c.output for c in world.store.list_calls(world.sid, state.response_id)]
+    assert outputs == ["done", lifecycle.CANCELLED_OUTPUT]
+    markers = [i for i in world.store.list_items(world.sid) if "[System: interrupted]" in str(i.data)]
+    assert len(markers) == 1
+    assert world.types()[-2:] == [ev.RESPONSE_CANCELLED, ev.SESSION_STATUS]
+    with pytest.raises(ConflictError):  # a late output for a cancelled call
+        lifecycle.answer(world.store, world.engine, world.sid, "call_read_file_1", "late")
+    # and the stopped turn's steps write nothing any more
+    before = world.observable()
+    assert steps.call_model(world.store, state, Model(text("x"))).next == "stop"
+    assert steps.finish_turn(world.store, state).next == "stop"
+    assert world.observable() == before
+
+
+def test_deleting_a_session_stops_and_wakes_its_turn() -> None:
+    world = World()
+    state = steps.call_model(world.store, world.start("go", [READ]), Model(calls("read_file")))
+    steps.await_client(world.store, world.engine, state, "token-1")
+    lifecycle.delete_session(world.store, world.engine, world.sid)
+    assert world.engine.stopped == [state.response_id] and world.engine.woken == ["token-1"]
+    with pytest.raises(NotFoundError):
+        world.store.get_session(world.sid)
+
+
+# ----------------------------------------------------------------------- retries, failures
+def test_a_retried_model_step_announces_itself_and_streams_anew(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a model call that streamed some text and then died (the step will be retried)
+    monkeypatch.setattr(model_step, "DELTA_FLUSH_S", 0.0)  # every delta is written at once
+    world = World()
+    state = world.start()
+    dying = Model(RuntimeError("Lambda died"), deltas=["partial "])
+    with pytest.raises(RuntimeError):
+        steps.call_model(world.store, state, dying)
+    # When the step runs again
+    state = steps.call_model(world.store, state, Model(text("full answer"), deltas=["full ", "answer"]))
+    # Then viewers were told the attempt restarts, and the new attempt's text was streamed too
+    types = world.types()
+    retry = types.index(ev.RESPONSE_RETRY)
+    deltas = [e.data["delta"] for e in world.events() if e.type == ev.RESPONSE_TEXT_DELTA]
+    assert types.index(ev.RESPONSE_TEXT_DELTA) < retry
+    assert deltas == ["partial ", "full ", "answer"]
+    assert [e.data.get("attempt") for e in world.events() if e.type == ev.RESPONSE_RETRY] == [1]
+
+
+def test_a_model_error_fails_the_turn_with_its_code_once() -> None:
+    world = World()
+    state = world.start()
+    error = ModelCallError("model endpoint answered 500: boom", code="model_http_error")
+    with pytest.raises(TurnError) as caught:
+        steps.call_model(world.store, state, Model(error))
+    caught_error = {"Error": "TurnError", "Cause": json.dumps({"errorMessage": str(caught.value)})}
+    failed_state = state.model_copy(update={"error": caught_error})
+    twice(world, lambda: steps.fail_turn(world.store, failed_state))
+    session = world.store.get_session(world.sid)
+    assert session.status == "failed" and session.last_task_error is not None
+    assert session.last_task_error.code == "model_http_error"
+    assert world.types()[-2:] == [ev.RESPONSE_FAILED, ev.SESSION_STATUS]
+    # failed is sticky until the next turn starts, which clears the error
+    world.post("again")
+    assert world.store.get_session(world.sid).last_task_error is None
+
+
+def test_a_turn_that_cannot_start_is_marked_failed_and_the_message_kept() -> None:
+    world = World()
+    world.engine.fail_starts = 1
+    with pytest.raises(RunnerUnavailableError):
+        world.post("hello")
+    session = world.store.get_session(world.sid)
+    assert session.status == "failed" and session.last_task_error is not None
+    assert session.last_task_error.code == "runner_unavailable"
+    assert [i.type for i in world.store.list_items(world.sid)] == ["message"]
+
+
+def test_an_idempotent_message_repost_starts_nothing_twice() -> None:
+    world = World()
+    first = world.post("hello", idempotency_key="k-1")
+    again = world.post("hello", idempotency_key="k-1")
+    assert first == again and len(world.engine.started) == 2  # the start is re-sent (named: idempotent)
+    assert world.engine.started[0].response_id == world.engine.started[1].response_id
+    assert [i.type for i in world.store.list_items(world.sid)] == ["message"]
+
+
+def test_max_iterations_ends_a_looping_turn() -> None:
+    world = World(max_iterations=2)
+    state = world.start("loop", [READ])
+    state = steps.call_model(world.store, state, Model(calls("nope")))
+    with pytest.raises(TurnError) as caught:
+        steps.call_model(world.store, state, Model(calls("nope")))
+    assert caught.value.code == "max_iterations"
