@@ -629,3 +629,22 @@ def test_a_bad_idempotency_key_is_400_and_writes_nothing(aws: Stack, api: Api, m
     )
     assert r.status == 400 and r.error()["code"] == "invalid_input"
     assert aws.store.get_session(session.id).last_seq == 0
+
+
+def test_interrupting_a_parked_turn_ends_its_execution_at_once(
+    aws: Stack, api: Api, mock_llm: MockLLM
+) -> None:
+    # Given a turn parked on a client call (its deadline is the default hour)
+    key = mock_llm.script({"tool_calls": [{"call_id": "call_p", "name": "read_file", "arguments": "{}"}]})
+    session = aws.new_session(key)
+    api.post_message(session.id, "Read it", tools=[READ_FILE])
+    response_id = _response_id(aws, session.id)
+    aws.wait_for_event(session.id, _is_action_required, what="action_required")
+    wait_until(lambda: _parked_in_await_client(aws.history(response_id)), what="AwaitClient to park")
+
+    # When the session is interrupted
+    assert api.post_event(session.id, {"type": "interrupt"}).status == 202
+
+    # Then the execution ends within seconds instead of waiting out its deadline
+    assert aws.wait_for_execution(response_id, timeout=15)["status"] in ("ABORTED", "SUCCEEDED")
+    assert aws.store.get_session(session.id).status == "idle"

@@ -78,13 +78,16 @@ class TestGetToolSet:
         with pytest.raises(ValueError, match="unknown tool set"):
             get_tool_set(name)
 
-    def test_unknown_name_does_not_exit(self) -> None:
+    def test_unknown_name_raises_instead_of_exiting_or_returning_nothing(self) -> None:
+        # An unknown name must raise (so callers can report it), never exit the process
+        # and never quietly hand back nothing.
         try:
-            get_tool_set("nope")
+            found = get_tool_set("nope")
         except ValueError:
-            pass
+            return
         except SystemExit:  # pragma: no cover - this is the failure being guarded against
             pytest.fail("get_tool_set must not sys.exit")
+        pytest.fail(f"get_tool_set('nope') returned {found!r} instead of raising")
 
     def test_available_tool_sets(self) -> None:
         assert available_tool_sets() == ["coding"]
