@@ -11,7 +11,7 @@ from skyloop.turns.steps import await_client
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
-def handler(event: dict, context: LambdaContext) -> dict:
+def handler(event: dict, context: LambdaContext) -> dict:  # noqa: ARG001  (Lambda's signature)
     step = StepInput.model_validate(event)
     logger.append_keys(session_id=step.state.session_id, response_id=step.state.response_id)
     await_client(deps.store(), deps.engine(), step.state, step.task_token)

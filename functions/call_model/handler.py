@@ -13,7 +13,7 @@ from skyloop.turns.steps import call_model
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
-def handler(event: dict, context: LambdaContext) -> dict:
+def handler(event: dict, context: LambdaContext) -> dict:  # noqa: ARG001  (Lambda's signature)
     state = TurnState.model_validate(event)
     logger.append_keys(session_id=state.session_id, response_id=state.response_id, iteration=state.iteration)
     started = time.perf_counter()

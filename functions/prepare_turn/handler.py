@@ -11,7 +11,7 @@ from skyloop.turns.steps import prepare_turn
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
-def handler(event: dict, context: LambdaContext) -> dict:
+def handler(event: dict, context: LambdaContext) -> dict:  # noqa: ARG001  (Lambda's signature)
     state = TurnState.model_validate(event)
     logger.append_keys(session_id=state.session_id, response_id=state.response_id)
     result = prepare_turn(deps.store(), state)

@@ -7,7 +7,7 @@ forwarded, so ``Authorization`` and ``Last-Event-ID`` reach the functions.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudfront as cloudfront
@@ -65,7 +65,7 @@ class Edge(Construct):
             runtime=cloudfront.FunctionRuntime.JS_2_0,
             comment=f"Copy the viewer's Authorization into {C.STREAM_AUTH_HEADER}",
         )
-        uncached = {
+        uncached: dict[str, Any] = {
             "viewer_protocol_policy": cloudfront.ViewerProtocolPolicy.HTTPS_ONLY,
             "cache_policy": cloudfront.CachePolicy.CACHING_DISABLED,
             "origin_request_policy": cloudfront.OriginRequestPolicy.ALL_VIEWER_EXCEPT_HOST_HEADER,

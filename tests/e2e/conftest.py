@@ -237,7 +237,8 @@ def send_user_message_to_session(
     assert item_id, f"message was not queued: {resp.text[:300]}"
     snapshot = http_client.get(f"/v1/sessions/{session_id}").json()
     match = [i for i in snapshot["items"] if i["id"] == item_id]
-    assert match and match[0].get("response_id"), f"item {item_id} not in snapshot with a response_id"
+    assert match, f"item {item_id} not in snapshot with a response_id"
+    assert match[0].get("response_id"), f"item {item_id} not in snapshot with a response_id"
     return str(item_id)
 
 

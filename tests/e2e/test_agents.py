@@ -87,8 +87,11 @@ def _agent_count(http_client: httpx.Client) -> int:
 
 
 def _assert_agent_object(agent: dict[str, Any]) -> None:
-    assert len(agent["id"]) == 32 and int(agent["id"], 16) >= 0
-    assert agent["name"] and agent["harness"] == "openai-agents" and agent["model"]
+    assert len(agent["id"]) == 32
+    assert int(agent["id"], 16) >= 0
+    assert agent["name"]
+    assert agent["harness"] == "openai-agents"
+    assert agent["model"]
     assert isinstance(agent["created_at"], int)
 
 
@@ -105,13 +108,16 @@ def test_session_agent_is_returned_without_secrets(http_client: httpx.Client) ->
     assert resp.status_code == 200, resp.text
     agent = resp.json()
     _assert_agent_object(agent)
-    assert agent["id"] == created["agent_id"] and agent["name"] == name == created["agent_name"]
+    assert agent["id"] == created["agent_id"]
+    assert agent["name"] == name == created["agent_name"]
     assert agent["model"] == "m-secret"
     # And the api_key value appears nowhere, there or in the agents API
-    assert SECRET not in resp.text and "api_key" not in resp.text
+    assert SECRET not in resp.text
+    assert "api_key" not in resp.text
     for path in (f"/v1/agents/{agent['id']}", "/v1/agents?limit=1000"):
         other = http_client.get(path)
-        assert other.status_code == 200 and SECRET not in other.text, path
+        assert other.status_code == 200, path
+        assert SECRET not in other.text, path
 
 
 def test_agents_api_creates_lists_and_gets(http_client: httpx.Client) -> None:
@@ -129,8 +135,11 @@ def test_agents_api_creates_lists_and_gets(http_client: httpx.Client) -> None:
     # When the agents are listed (newest first by default), two per page
     page = http_client.get("/v1/agents", params={"limit": 2}).json()
     # Then the newest come first and has_more/after page on
-    assert page["object"] == "list" and [a["id"] for a in page["data"]] == ids[:0:-1]
-    assert page["has_more"] is True and page["first_id"] == ids[2] and page["last_id"] == ids[1]
+    assert page["object"] == "list"
+    assert [a["id"] for a in page["data"]] == ids[:0:-1]
+    assert page["has_more"] is True
+    assert page["first_id"] == ids[2]
+    assert page["last_id"] == ids[1]
     nxt = http_client.get("/v1/agents", params={"limit": 1, "after": page["last_id"]}).json()
     assert [a["id"] for a in nxt["data"]] == [ids[0]]
     assert SECRET not in json.dumps(page) + json.dumps(nxt)
@@ -143,16 +152,20 @@ def test_agents_api_creates_lists_and_gets(http_client: httpx.Client) -> None:
     # When one is fetched by id
     got = http_client.get(f"/v1/agents/{ids[1]}")
     # Then it is the same agent
-    assert got.status_code == 200 and got.json() == created[1]
+    assert got.status_code == 200
+    assert got.json() == created[1]
     # And unknown ids are 404 error bodies
     for missing in ("0" * 32, "nope"):
         resp = http_client.get(f"/v1/agents/{missing}")
-        assert resp.status_code == 404 and resp.json()["error"]["code"] == "not_found", resp.text
+        assert resp.status_code == 404, resp.text
+        assert resp.json()["error"]["code"] == "not_found", resp.text
     # And a session can be created for it
     session = http_client.post("/v1/sessions", json={"agent_id": ids[1]})
-    assert session.status_code == 201 and session.json()["agent_id"] == ids[1], session.text
+    assert session.status_code == 201, session.text
+    assert session.json()["agent_id"] == ids[1], session.text
     unknown = http_client.post("/v1/sessions", json={"agent_id": "0" * 32})
-    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "not_found"
+    assert unknown.status_code == 404
+    assert unknown.json()["error"]["code"] == "not_found"
 
 
 @pytest.mark.parametrize(
@@ -186,7 +199,8 @@ def test_bad_agent_spec_is_a_400_naming_the_field(http_client: httpx.Client, bod
     # Then it is a 400 naming the field, echoing no secret, and nothing is written
     assert resp.status_code == 400, resp.text
     error = resp.json()["error"]
-    assert error["code"] == "invalid_input" and field in error["message"], error
+    assert error["code"] == "invalid_input", error
+    assert field in error["message"], error
     assert SECRET not in resp.text
     assert _newest(http_client) == before
 
@@ -198,10 +212,12 @@ def test_reuploading_a_name_creates_a_newer_version(http_client: httpx.Client, l
     v2 = upload_agent(http_client, {f"{name}.yaml": json.dumps(_spec(name, "m-v2"))})
 
     # Then each upload is its own agent version with its own session
-    assert v1["agent_id"] != v2["agent_id"] and v1["agent_name"] == v2["agent_name"] == name
+    assert v1["agent_id"] != v2["agent_id"]
+    assert v1["agent_name"] == v2["agent_name"] == name
     for created, model in ((v1, "m-v1"), (v2, "m-v2")):
         agent = http_client.get(f"/v1/sessions/{created['session_id']}/agent").json()
-        assert agent["id"] == created["agent_id"] and agent["model"] == model
+        assert agent["id"] == created["agent_id"]
+        assert agent["model"] == model
     # When sessions are listed by agent name
     listed = http_client.get("/v1/sessions", params={"agent_name": name}).json()["data"]
     # Then the newest version's session comes first
@@ -261,13 +277,16 @@ def test_directory_bundles_with_config_yaml_upload(http_client: httpx.Client) ->
         # Then the agent named in config.yaml is registered with an idle session
         assert resp.status_code == 201, resp.text
         created = resp.json()
-        assert created["agent_name"] == expected and set(created) == {"session_id", "agent_id", "agent_name"}
+        assert created["agent_name"] == expected
+        assert set(created) == {"session_id", "agent_id", "agent_name"}
         agent = http_client.get(f"/v1/sessions/{created['session_id']}/agent")
-        assert agent.status_code == 200 and SECRET not in agent.text
+        assert agent.status_code == 200
+        assert SECRET not in agent.text
         assert agent.json()["model"] == "m-dir"
         assert agent.json()["prompt"] == "You are a directory-bundle agent.\nKeep answers short.\n"
         snap = http_client.get(f"/v1/sessions/{created['session_id']}").json()
-        assert snap["status"] == "idle" and snap["title"] == "from a dir"
+        assert snap["status"] == "idle"
+        assert snap["title"] == "from a dir"
 
 
 BILLION_LAUGHS = """\
@@ -386,7 +405,8 @@ def test_bad_upload_form_is_a_400_and_writes_nothing(
     # Then it is a 400 naming the problem, and nothing is written
     assert resp.status_code == 400, resp.text
     error = resp.json()["error"]
-    assert error["code"] == "invalid_input" and phrase in error["message"], error
+    assert error["code"] == "invalid_input", error
+    assert phrase in error["message"], error
     assert _newest(http_client) == before
 
 

@@ -31,7 +31,8 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str
             text = log.read_text()
         token = re.search(r"bearer token:\s+(\S+)", text)
         moto = re.search(r"moto endpoint:\s+(\S+)", text)
-        assert token and moto, text
+        assert token, text
+        assert moto, text
         yield url, token.group(1), moto.group(1)
     finally:
         _stop(proc)
@@ -52,7 +53,8 @@ def test_routes_refuse_requests_without_a_valid_token(secured: tuple[str, str, s
             assert resp.status_code == 401, (method, path, headers)
             assert resp.json()["error"]["code"] == "unauthorized"
         stream = httpx.get(f"{url}/v1/sessions/{SESSION}/stream", headers=headers)
-        assert stream.status_code == 401 and stream.json()["error"]["code"] == "unauthorized"
+        assert stream.status_code == 401
+        assert stream.json()["error"]["code"] == "unauthorized"
     # And /health stays open for load balancers and probes
     assert httpx.get(f"{url}/health").status_code == 200
     # And the right token is let through (the session does not exist: 404, not 401)
@@ -82,7 +84,8 @@ def test_token_cli_creates_and_revokes(secured: tuple[str, str, str]) -> None:
     listed = subprocess.run(
         [*cli, "list", *common], capture_output=True, text=True, env=env, check=True
     ).stdout
-    assert token_id.group(1) in listed and token not in listed
+    assert token_id.group(1) in listed
+    assert token not in listed
     # When it is revoked by id
     subprocess.run(
         [*cli, "revoke", token_id.group(1), *common], capture_output=True, text=True, env=env, check=True
@@ -93,4 +96,5 @@ def test_token_cli_creates_and_revokes(secured: tuple[str, str, str]) -> None:
     again = subprocess.run(
         [*cli, "revoke", token_id.group(1), *common], capture_output=True, text=True, env=env
     )
-    assert again.returncode == 1 and "no token" in again.stderr
+    assert again.returncode == 1
+    assert "no token" in again.stderr

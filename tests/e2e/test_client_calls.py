@@ -129,7 +129,8 @@ def test_output_is_idempotent_and_bad_outputs_are_refused(
         first = http_client.post(events, json=output_event("call_a", "A"))
         again = http_client.post(events, json=output_event("call_a", "A"))
         # Then both answers are 202 with the same body
-        assert first.status_code == 202 and again.status_code == 202, (first.text, again.text)
+        assert first.status_code == 202, (first.text, again.text)
+        assert again.status_code == 202, (first.text, again.text)
         assert again.json() == first.json() == {"queued": True, "item_id": "call_a"}
         cursor = get_session_snapshot(http_client, session_id)["last_event_id"]
 
@@ -137,7 +138,8 @@ def test_output_is_idempotent_and_bad_outputs_are_refused(
         conflict = http_client.post(events, json=output_event("call_a", "A-changed"))
         # Then it is a 409 error body
         assert conflict.status_code == 409, conflict.text
-        assert conflict.json()["error"]["code"] == "conflict" and conflict.json()["error"]["message"]
+        assert conflict.json()["error"]["code"] == "conflict"
+        assert conflict.json()["error"]["message"]
 
         # When an output names a call the session never had
         unknown = http_client.post(events, json=output_event("call_nobody_made", "x"))
@@ -152,7 +154,8 @@ def test_output_is_idempotent_and_bad_outputs_are_refused(
             assert bad.status_code == 400, (data, bad.text)
             assert bad.json()["error"]["code"] == "invalid_input"
         snap = get_session_snapshot(http_client, session_id)
-        assert snap["last_event_id"] == cursor and snap["status"] == "running"
+        assert snap["last_event_id"] == cursor
+        assert snap["status"] == "running"
         assert len(get_mock_requests(mock_llm_server_url, key=model)) == 1, "call_b is still unanswered"
 
         # When call_b is answered with a real output
@@ -173,9 +176,11 @@ def test_output_is_idempotent_and_bad_outputs_are_refused(
     assert outputs == {"call_a": "A", "call_b": "B"}
     # And after the turn ended, the same output is still a no-op and a different one still a conflict
     late_same = http_client.post(events, json=output_event("call_b", "B"))
-    assert late_same.status_code == 202 and late_same.json() == {"queued": True, "item_id": "call_b"}
+    assert late_same.status_code == 202
+    assert late_same.json() == {"queued": True, "item_id": "call_b"}
     late_diff = http_client.post(events, json=output_event("call_b", "B2"))
-    assert late_diff.status_code == 409 and late_diff.json()["error"]["code"] == "conflict"
+    assert late_diff.status_code == 409
+    assert late_diff.json()["error"]["code"] == "conflict"
     assert get_session_snapshot(http_client, session_id)["items"] == snap["items"]
 
 
@@ -204,7 +209,8 @@ def test_call_to_a_tool_the_client_did_not_offer_gets_an_error_output(
     requests = get_mock_requests(mock_llm_server_url, key=model)
     assert len(requests) == 2
     error_output = _outputs_in(requests[1])["call_nope"]
-    assert "Nope" in error_output and "rror" in error_output, error_output
+    assert "Nope" in error_output, error_output
+    assert "rror" in error_output, error_output
     # And the call and its error output are persisted like any other
     snap = wait_session_status(http_client, session_id, {"idle"})
     assert [i["type"] for i in snap["items"]] == [
@@ -249,4 +255,5 @@ def test_unknown_tool_next_to_a_client_tool_parks_only_the_client_call(
     assert len(requests) == 2
     outputs = _outputs_in(requests[1])
     assert list(outputs) == ["call_nope", "call_echo"]
-    assert outputs["call_echo"] == "echoed" and "Nope" in outputs["call_nope"]
+    assert outputs["call_echo"] == "echoed"
+    assert "Nope" in outputs["call_nope"]

@@ -38,8 +38,10 @@ def _assert_failed(stream: StreamWatcher, start: int, code: str | None = None) -
     assert terminal.data["type"] == "response.failed", stream.types()
     error = terminal.data["response"]["error"]
     assert terminal.data["response"]["status"] == "failed"
-    assert isinstance(error["code"], str) and error["code"]
-    assert isinstance(error["message"], str) and error["message"]
+    assert isinstance(error["code"], str)
+    assert error["code"]
+    assert isinstance(error["message"], str)
+    assert error["message"]
     if code is not None:
         assert error["code"] == code, error
     status = stream.wait_for(
@@ -47,7 +49,8 @@ def _assert_failed(stream: StreamWatcher, start: int, code: str | None = None) -
         start=start,
         what="the closing session.status",
     )
-    assert status.data["status"] == "failed" and status.data["error"] == error, status.data
+    assert status.data["status"] == "failed", status.data
+    assert status.data["error"] == error, status.data
     assert status.id > terminal.id
     return dict(error)
 
@@ -90,7 +93,8 @@ def test_unanswered_client_call_fails_at_its_deadline_and_the_next_turn_recovers
         assert snap["last_task_error"] is None
         assert snap["status"] in ("running", "idle")
         running = stream.wait_for(is_type("session.status"), start=mark, what="the new turn's status")
-        assert running.data["status"] == "running" and running.data["error"] is None
+        assert running.data["status"] == "running"
+        assert running.data["error"] is None
         terminal = stream.wait_terminal(start=mark)
         assert terminal.data["type"] == "response.completed", stream.types()
 
@@ -118,7 +122,8 @@ def test_model_client_error_is_not_retried_and_fails_the_turn(
     assert len(get_mock_requests(mock_llm_server_url, key=model)) == 1
     # And the snapshot keeps the failure
     snap = get_session_snapshot(http_client, session_id)
-    assert snap["status"] == "failed" and snap["last_task_error"] == error
+    assert snap["status"] == "failed"
+    assert snap["last_task_error"] == error
     # And no assistant message was persisted
     assert [i["data"]["role"] for i in snap["items"]] == ["user"]
 
@@ -167,7 +172,8 @@ def test_model_server_errors_exhaust_the_retries_and_fail_the_turn(
     # And the model was called once plus three retries
     assert len(get_mock_requests(mock_llm_server_url, key=model)) == 4
     snap = get_session_snapshot(http_client, session_id)
-    assert snap["status"] == "failed" and snap["last_task_error"]["code"] == "model_http_error"
+    assert snap["status"] == "failed"
+    assert snap["last_task_error"]["code"] == "model_http_error"
 
 
 def test_loop_guard_fails_a_turn_that_keeps_calling_tools(
@@ -202,7 +208,8 @@ def test_loop_guard_fails_a_turn_that_keeps_calling_tools(
     assert len(get_mock_requests(mock_llm_server_url, key=model)) == 3
     assert answered == ["call_loop_0", "call_loop_1"]
     snap = get_session_snapshot(http_client, session_id)
-    assert snap["status"] == "failed" and snap["last_task_error"]["code"] == "max_iterations"
+    assert snap["status"] == "failed"
+    assert snap["last_task_error"]["code"] == "max_iterations"
 
 
 def test_output_for_a_call_whose_turn_timed_out_is_refused_consistently(
@@ -230,5 +237,6 @@ def test_output_for_a_call_whose_turn_timed_out_is_refused_consistently(
     assert first.status_code == 409, first.text
     assert (again.status_code, again.json()) == (first.status_code, first.json())
     after = get_session_snapshot(http_client, session_id)
-    assert after["items"] == before["items"] and after["status"] == "failed"
+    assert after["items"] == before["items"]
+    assert after["status"] == "failed"
     assert len(get_mock_requests(mock_llm_server_url, key=model)) == 1

@@ -90,20 +90,25 @@ def test_sessions_list_filters_orders_and_pages(http_client: httpx.Client, live_
     # When the first agent's sessions are paged two at a time, newest first (the default)
     page = _list(http_client, "/v1/sessions", agent_id=first, limit=2)
     # Then each page holds the next two, has_more says whether more follow, after=last_id continues
-    assert [d["id"] for d in page["data"]] == newest_first[:2] and page["has_more"] is True
+    assert [d["id"] for d in page["data"]] == newest_first[:2]
+    assert page["has_more"] is True
     ids, more = _all_pages(http_client, "/v1/sessions", agent_id=first, limit=2)
-    assert ids == newest_first and more == [True, True, False]
+    assert ids == newest_first
+    assert more == [True, True, False]
     # And the other agent's session never shows up under this agent_id
     assert other not in ids
     # And list entries carry the session fields
     entry = page["data"][0]
-    assert entry["agent_id"] == first and entry["agent_name"] == name and entry["status"] == "idle"
+    assert entry["agent_id"] == first
+    assert entry["agent_name"] == name
+    assert entry["status"] == "idle"
     assert entry["runner_id"] == live_runner_id
 
     # When paged oldest first
     ids, more = _all_pages(http_client, "/v1/sessions", agent_id=first, limit=2, order="asc")
     # Then the same sessions come in creation order
-    assert ids == mine and more == [True, True, False]
+    assert ids == mine
+    assert more == [True, True, False]
     # And explicit order=desc is the default order; a page that ends exactly at the end has no more
     assert _list(http_client, "/v1/sessions", agent_id=first, order="desc", limit=5)["has_more"] is False
     assert [d["id"] for d in _list(http_client, "/v1/sessions", agent_id=first, order="desc")["data"]] == (
@@ -118,7 +123,8 @@ def test_sessions_list_filters_orders_and_pages(http_client: httpx.Client, live_
     assert [d["id"] for d in only_second] == [other]
     # And an agent with no sessions lists nothing
     empty = _list(http_client, "/v1/sessions", agent_id=_json_agent(http_client, unique("lonely"), "m"))
-    assert empty["data"] == [] and empty["has_more"] is False
+    assert empty["data"] == []
+    assert empty["has_more"] is False
 
 
 def test_items_are_flat_and_page_in_both_orders(
@@ -140,7 +146,8 @@ def test_items_are_flat_and_page_in_both_orders(
     page = _list(http_client, path)
     items = page["data"]
     # Then they are the snapshot's items in the same order (oldest first), flattened
-    assert [i["id"] for i in items] == [i["id"] for i in snap_items] and len(items) == 6
+    assert [i["id"] for i in items] == [i["id"] for i in snap_items]
+    assert len(items) == 6
     assert page["has_more"] is False
     assert [i["type"] for i in items] == [
         "message",
@@ -151,12 +158,16 @@ def test_items_are_flat_and_page_in_both_orders(
         "message",
     ]
     user, call, output, assistant = items[0], items[1], items[2], items[5]
-    assert "data" not in user and user["role"] == "user"
+    assert "data" not in user
+    assert user["role"] == "user"
     assert user["content"] == [{"type": "input_text", "text": "make items"}]
-    assert call["call_id"] == "call_i1" and call["name"] == "Echo"
+    assert call["call_id"] == "call_i1"
+    assert call["name"] == "Echo"
     assert json.loads(call["arguments"]) == {"text": "one"}
-    assert output["call_id"] == "call_i1" and output["output"] == "o1"
-    assert assistant["role"] == "assistant" and assistant["content"][0]["text"] == "items done"
+    assert output["call_id"] == "call_i1"
+    assert output["output"] == "o1"
+    assert assistant["role"] == "assistant"
+    assert assistant["content"][0]["text"] == "items done"
     assert all(i["status"] == "completed" and i["response_id"] for i in items)
 
     # When paged four at a time
@@ -164,12 +175,14 @@ def test_items_are_flat_and_page_in_both_orders(
     rest = _list(http_client, path, limit=4, after=first["last_id"])
     # Then the pages split the list, and only the first says has_more
     assert [i["id"] for i in first["data"] + rest["data"]] == [i["id"] for i in items]
-    assert first["has_more"] is True and rest["has_more"] is False
+    assert first["has_more"] is True
+    assert rest["has_more"] is False
 
     # When listed newest first
     desc = _list(http_client, path, order="desc", limit=2)
     # Then the order is reversed and paging follows it
-    assert [i["id"] for i in desc["data"]] == [items[5]["id"], items[4]["id"]] and desc["has_more"] is True
+    assert [i["id"] for i in desc["data"]] == [items[5]["id"], items[4]["id"]]
+    assert desc["has_more"] is True
     ids, _ = _all_pages(http_client, path, order="desc", limit=4)
     assert ids == [i["id"] for i in reversed(items)]
 
@@ -189,7 +202,9 @@ def test_patch_title_labels_archived_and_runner(
     assert resp.status_code == 200, resp.text
     for snap in (resp.json(), get_session_snapshot(http_client, session_id)):
         assert snap["id"] == session_id
-        assert snap["title"] == "My title" and snap["labels"] == {"team": "qa"} and snap["archived"] is True
+        assert snap["title"] == "My title"
+        assert snap["labels"] == {"team": "qa"}
+        assert snap["archived"] is True
     # And the archived session is hidden from the list unless include_archived=true
     listed = _list(http_client, "/v1/sessions", agent_id=agent_id)["data"]
     assert session_id not in [d["id"] for d in listed]
@@ -203,29 +218,36 @@ def test_patch_title_labels_archived_and_runner(
     unknown = http_client.patch(path, json={"title": "ignored", "colour": "red"})
     bogus = http_client.patch(path, json={"runner_id": "no-such-runner"})
     # Then both are 400 and nothing changes
-    assert unknown.status_code == 400 and unknown.json()["error"]["code"] == "invalid_input", unknown.text
+    assert unknown.status_code == 400, unknown.text
+    assert unknown.json()["error"]["code"] == "invalid_input", unknown.text
     assert "colour" in unknown.json()["error"]["message"]
-    assert bogus.status_code == 400 and bogus.json()["error"]["code"] == "invalid_input", bogus.text
+    assert bogus.status_code == 400, bogus.text
+    assert bogus.json()["error"]["code"] == "invalid_input", bogus.text
     assert "runner 'no-such-runner' is not registered" in bogus.json()["error"]["message"]
     snap = get_session_snapshot(http_client, session_id)
-    assert snap["title"] == "My title" and snap["runner_id"] == live_runner_id
+    assert snap["title"] == "My title"
+    assert snap["runner_id"] == live_runner_id
 
     # When the runner is unbound and a message is posted
     resp = http_client.patch(path, json={"runner_id": ""})
     assert resp.status_code == 200, resp.text
-    assert resp.json()["runner_id"] in (None, "") and resp.json()["runner_online"] is False
+    assert resp.json()["runner_id"] in (None, "")
+    assert resp.json()["runner_online"] is False
     before = get_session_snapshot(http_client, session_id)
     refused = http_client.post(f"{path}/events", json=message_event("no runner"))
     # Then it is 503 runner_unavailable and nothing is persisted
     assert refused.status_code == 503, refused.text
     assert refused.json()["error"]["code"] == "runner_unavailable"
     after = get_session_snapshot(http_client, session_id)
-    assert after["items"] == [] and after["last_event_id"] == before["last_event_id"]
-    assert after["status"] == "idle" and after["last_task_error"] is None
+    assert after["items"] == []
+    assert after["last_event_id"] == before["last_event_id"]
+    assert after["status"] == "idle"
+    assert after["last_task_error"] is None
 
     # When the default runner is bound again
     resp = http_client.patch(path, json={"runner_id": live_runner_id})
-    assert resp.status_code == 200 and resp.json()["runner_online"] is True, resp.text
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["runner_online"] is True, resp.text
     # Then a message runs a turn again
     with StreamWatcher(live_server, session_id) as stream:
         assert http_client.post(f"{path}/events", json=message_event("runner back")).status_code == 202
@@ -264,7 +286,8 @@ def test_delete_removes_the_session_everywhere(
         assert gone.status_code == 404, (method, url, gone.status_code, gone.text[:200])
         assert gone.json()["error"]["code"] == "not_found"
     gone = http_client.post(f"{path}/events", json=message_event("anyone?"))
-    assert gone.status_code == 404 and gone.json()["error"]["code"] == "not_found"
+    assert gone.status_code == 404
+    assert gone.json()["error"]["code"] == "not_found"
     assert session_id not in [
         d["id"]
         for d in _list(http_client, "/v1/sessions", agent_id=agent_id, include_archived="true")["data"]

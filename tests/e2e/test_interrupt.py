@@ -35,7 +35,8 @@ def open_stream(base_url: str, session_id: str, *, after: int | None = None) -> 
     stream = SseSocket(base_url, f"/v1/sessions/{session_id}/stream", params=params)
     assert stream.status == 200, stream.status
     first = stream.next_frame(10)
-    assert first is not None and first.data["type"] == "session.heartbeat", first
+    assert first is not None, first
+    assert first.data["type"] == "session.heartbeat", first
     return stream
 
 
@@ -142,12 +143,14 @@ def test_interrupt_while_parked_on_a_client_tool(
     markers = marker_items(items)
     assert len(markers) == 1, items
     outputs = [i for i in items if i["type"] == "function_call_output"]
-    assert len(outputs) == 1 and outputs[0]["call_id"] == "call_parked", outputs
+    assert len(outputs) == 1, outputs
+    assert outputs[0]["call_id"] == "call_parked", outputs
     assert outputs[0]["output"].startswith("[Cancelled"), outputs[0]
     calls = [i for i in items if i["type"] == "function_call"]
     assert [c["call_id"] for c in calls] == ["call_parked"]
     snap = get_session_snapshot(http_client, session_id)
-    assert snap["status"] == "idle" and snap["active_response_id"] is None
+    assert snap["status"] == "idle"
+    assert snap["active_response_id"] is None
 
     # When the client's output for the cancelled call arrives late
     late = http_client.post(
@@ -165,7 +168,8 @@ def test_interrupt_while_parked_on_a_client_tool(
         stream.read_until(is_status("idle"))
     # Then a normal turn runs and completes
     types = [f.data["type"] for f in stream.stored()]
-    assert types[0] == "session.status" and "response.completed" in types, types
+    assert types[0] == "session.status", types
+    assert "response.completed" in types, types
     assert "response.cancelled" not in types
     # And the model's request for it carries the marker before the new message
     requests = get_mock_requests(mock_llm_server_url, key=model)

@@ -46,7 +46,7 @@ def _script(turns: int, tag: str) -> list[dict[str, Any]]:
     return responses
 
 
-def _drive(base_url: str, run: SessionRun, turns: int) -> None:
+def _drive(base_url: str, run: SessionRun, turns: int) -> None:  # noqa: C901  (one client's reaction to every frame type)
     """Stream the session; post each message after the previous turn completed, each output at once."""
     timeout = httpx.Timeout(30.0, read=TURN_TIMEOUT_S)
     with (

@@ -142,7 +142,8 @@ def test_coder_lists_and_reads_files_with_client_tools(
     requests = get_mock_requests(mock_llm_server_url, key=model)
     assert len(requests) == 3
     glob_outputs = [i for i in requests[1]["input"] if i.get("type") == "function_call_output"]
-    assert glob_outputs and "calculator.py" in glob_outputs[0]["output"]
+    assert glob_outputs
+    assert "calculator.py" in glob_outputs[0]["output"]
     assert {t["name"] for t in requests[0]["tools"]} >= {"Glob", "Read", "Write", "Edit", "Grep", "Bash"}
 
 
@@ -198,7 +199,8 @@ def test_coder_writes_and_reads_file_on_the_client(
     # Then the file exists on the client side and the sentinel streamed back in the text
     assert result.status == "completed"
     called = [fc["name"] for fc in result.function_calls.values()]
-    assert "Write" in called and "Read" in called, called
+    assert "Write" in called, called
+    assert "Read" in called, called
     assert target.read_text() == sentinel
     assert sentinel in result.text
     deltas = [f for f in result.frames if f.data.get("type") == "response.output_text.delta"]
@@ -228,7 +230,8 @@ def test_text_only_turn_streams_events_in_contract_order(
     # Then the events arrive in the contract's order, each stored one with an increasing id
     assert result.status == "completed"
     assert result.text == "Hello there, streaming world"
-    assert result.frames[0].data["type"] == "session.heartbeat" and result.frames[0].id is None
+    assert result.frames[0].data["type"] == "session.heartbeat"
+    assert result.frames[0].id is None
     types = [f.data["type"] for f in result.frames[1:]]
     assert types[:3] == ["session.status", "session.input.consumed", "response.in_progress"]
     assert result.frames[1].data["status"] == "running"
@@ -236,9 +239,12 @@ def test_text_only_turn_streams_events_in_contract_order(
     assert "response.output_text.delta" in types[:first_done]
     assert types[-1] == "response.completed"
     ids = [f.id for f in result.frames[1:]]
-    assert all(i is not None for i in ids) and ids == sorted(ids) and len(set(ids)) == len(ids)
+    assert all(i is not None for i in ids)
+    assert ids == sorted(ids)
+    assert len(set(ids)) == len(ids)
     message = result.frames[1 + first_done].data["item"]
-    assert message["role"] == "assistant" and message["content"][0]["text"] == result.text
+    assert message["role"] == "assistant"
+    assert message["content"][0]["text"] == result.text
     # And the session goes idle with the assistant message persisted
     snap = _wait_idle(http_client, session_id)
     assert [i["data"]["role"] for i in snap["items"]] == ["user", "assistant"]

@@ -31,7 +31,8 @@ def open_stream(base_url: str, session_id: str) -> SseSocket:
     stream = SseSocket(base_url, f"/v1/sessions/{session_id}/stream")
     assert stream.status == 200, stream.status
     first = stream.next_frame(10)
-    assert first is not None and first.data["type"] == "session.heartbeat", first
+    assert first is not None, first
+    assert first.data["type"] == "session.heartbeat", first
     return stream
 
 
@@ -57,7 +58,8 @@ def assistant_texts(frames: list[TimedFrame]) -> list[str]:
 def post_joining_message(http_client: httpx.Client, session_id: str, body: dict[str, Any]) -> str:
     """Post a message into the running turn; check it is persisted at once, with its grouping id."""
     answer = post_event(http_client, session_id, body)
-    assert answer["queued"] is True and answer["item_id"], answer
+    assert answer["queued"] is True, answer
+    assert answer["item_id"], answer
     snap = get_session_snapshot(http_client, session_id)
     assert snap["status"] == "running"
     mine = [i for i in snap["items"] if i["id"] == answer["item_id"]]
@@ -160,7 +162,8 @@ def test_message_posted_during_the_last_model_call_continues_without_going_idle(
     requests = get_mock_requests(mock_llm_server_url, key=model)
     assert len(requests) == 2, len(requests)
     texts = input_texts(requests[1])
-    assert "FOLLOW-UP: and then?" in texts and "answer to the first question" in texts, texts
+    assert "FOLLOW-UP: and then?" in texts, texts
+    assert "answer to the first question" in texts, texts
     # And the session ends idle with both messages and both answers persisted
     snap = wait_status(http_client, session_id, "idle")
     kinds = [(i["data"]["role"], i["data"]["content"][0]["text"]) for i in snap["items"]]

@@ -52,7 +52,9 @@ def open_stream(
     assert stream.headers["content-type"].startswith("text/event-stream")
     assert stream.headers.get("cache-control") == "no-cache", stream.headers
     first = stream.next_frame(10)
-    assert first is not None and first.data["type"] == "session.heartbeat" and first.id is None, first
+    assert first is not None, first
+    assert first.data["type"] == "session.heartbeat", first
+    assert first.id is None, first
     return stream
 
 
@@ -191,7 +193,8 @@ def test_reader_dropping_mid_turn_resumes_with_every_event_exactly_once(
     assert seen_second[0].id == last_seen + 1
     assert_consecutive([f.id for f in union], 1)
     types = [f.data["type"] for f in seen_second]
-    assert "response.completed" in types and types[-1] == "session.status"
+    assert "response.completed" in types
+    assert types[-1] == "session.status"
     # And that is exactly the log a third reader replays from 0
     assert wire(replay(live_server, session_id, union[-1].id or 0, last_event_id=0)) == wire(union)
 
@@ -226,7 +229,8 @@ def test_snapshot_then_stream_after_its_last_event_id_yields_exactly_the_rest(
     # And the stream yields exactly the events after the snapshot, starting right after it
     assert_consecutive([f.id for f in after], cursor + 1)
     types = [f.data["type"] for f in after]
-    assert "session.input.consumed" not in types and "response.in_progress" not in types, types
+    assert "session.input.consumed" not in types, types
+    assert "response.in_progress" not in types, types
     assert types[-2:] == ["response.completed", "session.status"]
     full_log = replay(live_server, session_id, after[-1].id or 0, after=0)
     assert wire(after) == wire([f for f in full_log if (f.id or 0) > cursor])
@@ -234,7 +238,8 @@ def test_snapshot_then_stream_after_its_last_event_id_yields_exactly_the_rest(
     final = wait_status(http_client, session_id, "idle")
     new_items = [i["id"] for i in final["items"] if i["id"] not in {j["id"] for j in snap["items"]}]
     published = [f.data["item"]["id"] for f in after if f.data["type"] == "response.output_item.done"]
-    assert new_items == published and len(new_items) == 1
+    assert new_items == published
+    assert len(new_items) == 1
 
 
 def test_stream_without_cursor_is_a_live_tail(
@@ -261,7 +266,8 @@ def test_stream_without_cursor_is_a_live_tail(
         post_event(http_client, session_id, message_event("second"))
         stream.read_until(is_status("idle"))
     got = stream.stored()
-    assert got[0].id == before + 1 and got[0].data["type"] == "session.status"
+    assert got[0].id == before + 1
+    assert got[0].data["type"] == "session.status"
     assert got[0].data["status"] == "running"
     assert_consecutive([f.id for f in got], before + 1)
 
@@ -316,7 +322,8 @@ def test_unknown_session_stream_is_404_with_the_error_body(http_client: httpx.Cl
             # Then it is 404 not_found with the error body
             assert resp.status_code == 404, (session_id, resp.status_code)
             body = json.loads(resp.read())
-        assert body["error"]["code"] == "not_found" and body["error"]["message"], body
+        assert body["error"]["code"] == "not_found", body
+        assert body["error"]["message"], body
 
 
 _IDLE_SESSIONS: dict[str, str] = {}
@@ -382,7 +389,9 @@ def test_planned_close_sends_retry_and_reconnecting_with_last_id_loses_nothing(
     assert idle.ended_at is not None
     lifetime = idle.ended_at - idle.opened_at
     assert STREAM_MAX_S - 0.2 <= lifetime <= STREAM_MAX_S + 2.5, lifetime
-    assert idle.trailing_retry and idle.retries and idle.retries[-1][1] > 0, idle.retries
+    assert idle.trailing_retry, idle.retries
+    assert idle.retries, idle.retries
+    assert idle.retries[-1][1] > 0, idle.retries
     # And only heartbeats arrived, without ids, about every HEARTBEAT_S
     assert all(f.data["type"] == "session.heartbeat" and f.id is None for f in idle.frames)
     times = [f.at for f in idle.frames]

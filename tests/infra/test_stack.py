@@ -234,7 +234,8 @@ def test_table_access_is_as_declared(template_json: Template, spec: manifest.Fun
     statements = role_statements(template_json, _role_of(template_json, spec.name))
     granted = actions(statements)
     table_arn = {"Fn::GetAtt": [_table_id(template_json), "Arn"]}
-    assert "dynamodb:GetItem" in granted and "dynamodb:Query" in granted
+    assert "dynamodb:GetItem" in granted
+    assert "dynamodb:Query" in granted
     for s in statements_with(statements, "dynamodb:GetItem"):
         assert table_arn in as_list(s["Resource"])
     if permissions.TABLE_ACCESS[spec.name] == "read_write":
@@ -265,7 +266,8 @@ def test_api_turn_grants_target_this_machine(template_json: Template) -> None:
     assert statements_with(statements, "states:StartExecution")[0]["Resource"] == machine
     assert statements_with(statements, "states:SendTaskSuccess")[0]["Resource"] == machine
     stop = json.dumps(statements_with(statements, "states:StopExecution")[0]["Resource"])
-    assert ":execution:" in stop and _machine_id(template_json) in stop
+    assert ":execution:" in stop
+    assert _machine_id(template_json) in stop
     # the parked step resumes its own turn through a policy of its own (no dependency cycle)
     resume = statements_with(
         role_statements(template_json, _role_of(template_json, "await_client")), "states:SendTaskSuccess"
@@ -390,7 +392,8 @@ def test_http_api_sends_every_route_to_the_api_function(template_json: Template)
 def test_api_stage_throttles_and_writes_access_logs(template_json: Template) -> None:
     _, stage = one(template_json, "AWS::ApiGatewayV2::Stage")
     props = stage["Properties"]
-    assert props["StageName"] == "$default" and props["AutoDeploy"] is True
+    assert props["StageName"] == "$default"
+    assert props["AutoDeploy"] is True
     assert props["DefaultRouteSettings"] == {
         "ThrottlingBurstLimit": C.API_THROTTLE_BURST,
         "ThrottlingRateLimit": C.API_THROTTLE_RATE_PER_S,

@@ -437,8 +437,10 @@ class ApiResponse:
         err = self.body["error"]
         assert isinstance(err, dict), self.body
         assert {"code", "message"} <= set(err), self.body
-        assert isinstance(err["code"], str) and err["code"], self.body
-        assert isinstance(err["message"], str) and err["message"], self.body
+        assert isinstance(err["code"], str), self.body
+        assert err["code"], self.body
+        assert isinstance(err["message"], str), self.body
+        assert err["message"], self.body
         return err
 
 

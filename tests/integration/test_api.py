@@ -131,7 +131,8 @@ def test_unknown_agent_is_404(api: Api, agent_id: str) -> None:
     # Then it is not found
     assert r.status == 404
     err = r.error()
-    assert err["code"] == "not_found" and "Agent not found" in err["message"]
+    assert err["code"] == "not_found"
+    assert "Agent not found" in err["message"]
 
 
 def test_list_sessions_by_agent_name(aws: Stack, api: Api) -> None:
@@ -163,9 +164,11 @@ def test_get_session_snapshot(api: Api, session: dict[str, Any]) -> None:
     # Then every snapshot field is there
     assert r.status == 200
     assert set(r.body) == SNAPSHOT_FIELDS
-    assert r.body["id"] == session["session_id"] and r.body["object"] == "session"
+    assert r.body["id"] == session["session_id"]
+    assert r.body["object"] == "session"
     assert (r.body["status"], r.body["last_event_id"], r.body["active_response_id"]) == ("idle", 0, None)
-    assert r.body["last_task_error"] is None and r.body["archived"] is False
+    assert r.body["last_task_error"] is None
+    assert r.body["archived"] is False
     assert r.headers.get("cache-control") == "no-store"
     # And unknown or malformed ids are not found
     assert api.get(f"/v1/sessions/{uuid.uuid4().hex}").error()["code"] == "not_found"
@@ -269,7 +272,8 @@ def test_unknown_event_type_lists_the_allowed_ones(api: Api, session: dict[str, 
     # Then the error names it and lists every allowed type
     assert r.status == 400
     message = r.error()["message"]
-    assert "bogus" in message and "Allowed types" in message
+    assert "bogus" in message
+    assert "Allowed types" in message
     for allowed in ("message", "function_call_output", "interrupt"):
         assert f"'{allowed}'" in message
 

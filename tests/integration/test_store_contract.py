@@ -176,7 +176,8 @@ def test_dedupe_key_applied_twice_writes_once(store: Store) -> None:
     assert (first.first_seq, first.last_seq, first.duplicate) == (2, 3, False)
     assert second.duplicate is True
     assert _observable(store, session.id) == before
-    assert store.dedupe_exists(session.id, "step-1") and not store.dedupe_exists(session.id, "step-9")
+    assert store.dedupe_exists(session.id, "step-1")
+    assert not store.dedupe_exists(session.id, "step-9")
     assert store.append(_batch(session.id, "z", dedupe_key="step-2")).first_seq == 4
 
 
@@ -271,7 +272,8 @@ def test_session_changes_apply_with_the_events(store: Store) -> None:
     )
     failed = store.get_session(session.id)
     assert (failed.status, failed.active_response_id, failed.last_response_id) == ("failed", None, "resp_1")
-    assert failed.last_task_error is not None and failed.last_task_error.code == "model_error"
+    assert failed.last_task_error is not None
+    assert failed.last_task_error.code == "model_error"
     store.append(_batch(session.id, "again", change=SessionChange(status="idle", clear_task_error=True)))
     assert store.get_session(session.id).last_task_error is None
 
@@ -303,7 +305,9 @@ def test_items_take_the_seq_of_their_event_and_list_in_order(store: Store) -> No
         ("i-last-default", 5),
         ("i-later", 6),
     ]
-    assert items[3].data == {"n": 1} and items[3].response_id == "r" and items[2].type == "function_call"
+    assert items[3].data == {"n": 1}
+    assert items[3].response_id == "r"
+    assert items[2].type == "function_call"
     assert [i.id for i in store.list_items(session.id, through_seq=4)] == ["i-first", "i-middle"]
 
 
@@ -369,7 +373,9 @@ def test_calls_are_answered_once_and_counted_down(store: Store) -> None:
     assert store.get_turn(session.id, "resp_x").unanswered == 2
     assert store.answer_call(calls[0], "out-0") is True
     stored = store.get_call(session.id, "resp_x", "call_0")
-    assert stored is not None and stored.output == "out-0" and stored.answered_at is not None
+    assert stored is not None
+    assert stored.output == "out-0"
+    assert stored.answered_at is not None
     assert store.get_turn(session.id, "resp_x").unanswered == 1
     assert store.answer_call(calls[0], "out-0") is False
     assert store.answer_call(calls[0], "other") is False
@@ -400,7 +406,9 @@ def test_cancelling_calls_gives_only_unanswered_ones_the_output(store: Store) ->
         store.append(_batch(session.id, "cancel", cancel_calls=[(calls[0], "[cancelled]")]))
     store.append(_batch(session.id, "cancel", cancel_calls=[(calls[1], "[cancelled]")]))
     stored = store.get_call(session.id, "resp_c", "call_1")
-    assert stored is not None and stored.output == "[cancelled]" and stored.cancelled
+    assert stored is not None
+    assert stored.output == "[cancelled]"
+    assert stored.cancelled
 
 
 def test_decisions_parking_and_the_one_wake_up(store: Store) -> None:
@@ -478,7 +486,8 @@ def test_update_and_delete_sessions(store: Store) -> None:
     assert (updated.title, updated.labels, updated.runner_id) == ("T", {"k": "v"}, "default")
     assert store.get_session(session.id).labels == {"k": "v"}
     cleared = store.update_session(session.id, {"runner_id": None})
-    assert cleared.runner_id is None and cleared.title == "T"
+    assert cleared.runner_id is None
+    assert cleared.title == "T"
     store.append(_batch(session.id, "e", dedupe_key="k"))
     store.delete_session(session.id)
     with pytest.raises(NotFoundError):
@@ -490,8 +499,8 @@ def test_update_and_delete_sessions(store: Store) -> None:
     assert store.read_event_page(session.id, 0) == ([], 0, False)
     assert store.list_items(session.id) == []
     assert not store.dedupe_exists(session.id, "k")
+    fresh = _session(store)
     with pytest.raises(ConflictError):
-        fresh = _session(store)
         store.create_session(fresh)
 
 
@@ -513,7 +522,8 @@ def test_agent_versions_newest_first_and_secrets_round_trip(store: Store) -> Non
     assert store.find_agent_by_name(name, owner=owner).id == v2.id  # type: ignore[union-attr]
     assert store.find_agent_by_name(name, owner="someone-else") is None
     got = store.get_agent(v1.id)
-    assert got.spec.executor.auth is not None and got.spec.executor.auth.api_key is not None
+    assert got.spec.executor.auth is not None
+    assert got.spec.executor.auth.api_key is not None
     assert got.spec.executor.auth.api_key.get_secret_value() == "sk-secret"
     page, more = store.list_agents(owner=owner, limit=2)
     assert ([a.id for a in page], more) == ([other.id, v2.id], True)

@@ -135,24 +135,30 @@ def test_text_only_turn_streams_and_goes_idle(aws: Stack, api: Api, mock_llm: Mo
         "response.completed",
         "session.status",
     ]
-    assert events[0].data["status"] == "running" and events[-1].data["status"] == "idle"
+    assert events[0].data["status"] == "running"
+    assert events[-1].data["status"] == "idle"
     assert events[0].data["response_id"] == events[-1].data["response_id"] == response_id
     assert "".join(d.data["delta"] for d in deltas) == text
     done = events[-3].data["item"]
-    assert done["type"] == "message" and done["role"] == "assistant" and done["status"] == "completed"
+    assert done["type"] == "message"
+    assert done["role"] == "assistant"
+    assert done["status"] == "completed"
     assert done["content"] == [{"type": "output_text", "text": text}]
     assert events[-2].data["response"]["status"] == "completed"
 
     # And the user and assistant items are persisted, the assistant one under the published id
     items = aws.store.list_items(session.id)
     assert [(i.type, i.data["role"]) for i in items] == [("message", "user"), ("message", "assistant")]
-    assert items[1].id == done["id"] and items[1].response_id == response_id
+    assert items[1].id == done["id"]
+    assert items[1].response_id == response_id
     assert items[1].data["content"] == [{"type": "output_text", "text": text}]
-    assert items[0].position == 2 and items[1].position == events[-3].seq
+    assert items[0].position == 2
+    assert items[1].position == events[-3].seq
 
     # And the snapshot agrees with the log
     snap = api.get(f"/v1/sessions/{session.id}").body
-    assert snap["status"] == "idle" and snap["active_response_id"] is None
+    assert snap["status"] == "idle"
+    assert snap["active_response_id"] is None
     assert snap["last_event_id"] == events[-1].seq
     assert [i["id"] for i in snap["items"]] == [i.id for i in items]
 
@@ -217,7 +223,8 @@ def test_client_tool_turn_parks_until_the_output_arrives(aws: Stack, api: Api, m
     items = aws.store.list_items(session.id)
     assert [i.type for i in items] == ["message", "function_call", "function_call_output", "message"]
     assert items[1].id == item["id"]
-    assert items[1].data["call_id"] == "call_read" and items[1].data["name"] == "read_file"
+    assert items[1].data["call_id"] == "call_read"
+    assert items[1].data["name"] == "read_file"
     assert items[2].data == {"call_id": "call_read", "output": "hi"}
     assert items[3].data["content"] == [{"type": "output_text", "text": "The file says hi."}]
     # and nothing action_required was persisted, only published once
@@ -325,7 +332,8 @@ def test_model_error_fails_the_turn(aws: Stack, api: Api, mock_llm: MockLLM) -> 
     assert failed.active_response_id is None
     assert failed.last_task_error is not None
     assert failed.last_task_error.code == "model_http_error"
-    assert "400" in failed.last_task_error.message and "boom" in failed.last_task_error.message
+    assert "400" in failed.last_task_error.message
+    assert "boom" in failed.last_task_error.message
     events = aws.events(session.id)
     _assert_gapless(events)
     assert _types(events) == [
@@ -336,7 +344,8 @@ def test_model_error_fails_the_turn(aws: Stack, api: Api, mock_llm: MockLLM) -> 
         "session.status",
     ]
     response = events[3].data["response"]
-    assert response["status"] == "failed" and response["id"] == response_id
+    assert response["status"] == "failed"
+    assert response["id"] == response_id
     assert response["error"]["code"] == "model_http_error"
     assert events[4].data["status"] == "failed"
     assert events[4].data["error"] == {"code": "model_http_error", "message": failed.last_task_error.message}
@@ -492,10 +501,12 @@ def test_fail_step_run_twice_reports_once(aws: Stack, mock_llm: MockLLM) -> None
 
     # Then it reported the failure once
     assert _log(aws, session.id) == before
-    assert first == second and first["error"] == {"code": "model_error", "message": "nope"}
+    assert first == second
+    assert first["error"] == {"code": "model_error", "message": "nope"}
     assert _types(aws.events(session.id))[-2:] == ["response.failed", "session.status"]
     failed = aws.store.get_session(session.id)
-    assert failed.status == "failed" and failed.last_task_error is not None
+    assert failed.status == "failed"
+    assert failed.last_task_error is not None
     assert failed.last_task_error.code == "model_error"
 
 
@@ -540,7 +551,8 @@ def test_late_output_after_the_turn_failed_is_refused_and_not_stored(
     assert late.status == 409
     assert again.status == 409
     stored = aws.store.get_call(session.id, response_id, "call_late")
-    assert stored is not None and stored.output is None
+    assert stored is not None
+    assert stored.output is None
     assert aws.store.get_turn(session.id, response_id).unanswered == 1
 
 
@@ -555,7 +567,8 @@ def test_message_during_a_model_call_continues_the_turn(aws: Stack, api: Api, mo
 
     # When a second message arrives during that model call, and the call then answers
     r = api.post_message(session.id, "two")
-    assert r.status == 202 and r.body["queued"] is True
+    assert r.status == 202
+    assert r.body["queued"] is True
     mock_llm.release_gate()
 
     # Then the same turn continues with a second model call instead of going idle in between
@@ -627,7 +640,8 @@ def test_a_bad_idempotency_key_is_400_and_writes_nothing(aws: Stack, api: Api, m
         headers={"content-type": "application/json", "idempotency-key": "has spaces"},
         body=body,
     )
-    assert r.status == 400 and r.error()["code"] == "invalid_input"
+    assert r.status == 400
+    assert r.error()["code"] == "invalid_input"
     assert aws.store.get_session(session.id).last_seq == 0
 
 

@@ -28,12 +28,11 @@ def test_created_token_is_accepted_and_only_its_hash_is_stored(store: MemoryStor
     token, record = auth.create_token(store, "laptop")
     # Then the store holds its hash, never the token itself
     stored = store.list_tokens()
-    assert token not in repr(stored) and stored[0].token_hash == auth.hash_token(token)
-    assert (
-        token.startswith(auth.TOKEN_PREFIX)
-        and record.name == "laptop"
-        and record.id == stored[0].token_hash[:12]
-    )
+    assert token not in repr(stored)
+    assert stored[0].token_hash == auth.hash_token(token)
+    assert token.startswith(auth.TOKEN_PREFIX)
+    assert record.name == "laptop"
+    assert record.id == stored[0].token_hash[:12]
     # And the check accepts it
     auth.check_authorization(store, f"Bearer {token}")
 

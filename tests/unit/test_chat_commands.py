@@ -214,7 +214,9 @@ def test_sessions_table() -> None:
 def test_long_titles_are_folded_and_cut() -> None:
     session = SessionSummary.model_validate({**SESSIONS_PAGE["data"][0], "title": "word\n" * 30})
     title = sessions_table([session]).splitlines()[1].split("  ")[-1]
-    assert "\n" not in title and len(title) == 40 and title.endswith("…")
+    assert "\n" not in title
+    assert len(title) == 40
+    assert title.endswith("…")
 
 
 def test_agents_table() -> None:

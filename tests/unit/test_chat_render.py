@@ -64,7 +64,9 @@ def test_truncate_and_truncate_middle() -> None:
     assert truncate("0123456789abc", 10) == "012345678…"
     assert len(truncate("x" * 500, 40)) == 40
     cut = truncate_middle('"/very/long/path/to/some/deeply/nested/file.py"', 30)
-    assert len(cut) == 30 and cut.endswith('nested/file.py"') and "…" in cut
+    assert len(cut) == 30
+    assert cut.endswith('nested/file.py"')
+    assert "…" in cut
 
 
 def test_short_args_puts_the_key_argument_first_and_cuts_long_values() -> None:

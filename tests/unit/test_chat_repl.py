@@ -406,7 +406,8 @@ def test_ctrl_c_during_a_turn_interrupts_it_and_the_prompt_returns() -> None:
     code, out = scripted_chat(turn, keys=keys)
 
     assert code == 0
-    assert turn.interrupts == 1 and turn.closed
+    assert turn.interrupts == 1
+    assert turn.closed
     assert keys.prompts == ["> ", "> "]
     assert out == "Thinking\ninterrupting… (Ctrl-C again to quit)\ninterrupted\n"
 
@@ -425,7 +426,8 @@ def test_a_second_ctrl_c_in_the_same_turn_quits() -> None:
     code, out = scripted_chat(turn, keys=keys)
 
     assert code == EXIT_ABORTED
-    assert turn.interrupts == 1 and turn.closed
+    assert turn.interrupts == 1
+    assert turn.closed
     assert keys.prompts == ["> "]
     assert out == "Thinking\ninterrupting… (Ctrl-C again to quit)\n\ninterrupted\n"
 

@@ -741,7 +741,8 @@ class TestBash:
 
     def test_non_utf8_output_does_not_fail(self) -> None:
         result = execute_tool("Bash", {"command": "printf 'a\\377b'"})
-        assert result.startswith("a") and result.endswith("b")
+        assert result.startswith("a")
+        assert result.endswith("b")
 
     def test_large_output_truncated(self) -> None:
         result = execute_tool("Bash", {"command": f"{sys.executable} -c \"print('q' * 25000)\""})

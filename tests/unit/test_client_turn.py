@@ -570,6 +570,7 @@ def test_a_message_post_whose_answer_is_lost_is_resent_with_the_same_idempotency
         first = next(turn)
     # Then both posts carried one and the same key, so the server can answer the first post again
     assert len(server.message_keys) == 2
-    assert server.message_keys[0] and server.message_keys[0] == server.message_keys[1]
+    assert server.message_keys[0]
+    assert server.message_keys[0] == server.message_keys[1]
     assert first is not None
     turn.close()

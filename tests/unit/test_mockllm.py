@@ -172,7 +172,8 @@ def test_sdk_stream_helper_accumulates_text(http: httpx.Client, sdk: openai.Open
     assert final.output_text == text
     assert snapshots[-1] == text
     assert len(snapshots) == 7
-    assert final.usage is not None and final.usage.output_tokens == 7
+    assert final.usage is not None
+    assert final.usage.output_tokens == 7
 
 
 def test_sdk_stream_helper_returns_tool_calls(http: httpx.Client, sdk: openai.OpenAI) -> None:
@@ -244,7 +245,8 @@ def test_non_streaming_create_parses(http: httpx.Client, sdk: openai.OpenAI) -> 
     assert first.model == "gpt-mock"
     assert first.output_text == "plain answer"
     assert isinstance(first.output[0], ResponseOutputMessage)
-    assert first.usage is not None and first.usage.total_tokens == 15
+    assert first.usage is not None
+    assert first.usage.total_tokens == 15
 
     second = sdk.responses.create(model="gpt-mock", input="hi")
     (call,) = second.output

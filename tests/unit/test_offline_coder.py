@@ -46,12 +46,15 @@ def test_commands_become_tool_calls(text: str, tool: str, arguments: dict[str, s
 
 def test_anything_else_gets_the_help_text_streamed() -> None:
     reply = respond({"input": [{"role": "user", "content": "hello"}]})
-    assert reply.text == HELP and reply.stream and not reply.tool_calls
+    assert reply.text == HELP
+    assert reply.stream
+    assert not reply.tool_calls
 
 
 def test_a_tool_the_session_did_not_offer_is_not_called() -> None:
     name, _, text = _ask("read a.py", tools=[])
-    assert name is None and "did not offer" in text
+    assert name is None
+    assert "did not offer" in text
 
 
 def test_a_tool_output_is_reported_with_its_tool_name_and_a_preview() -> None:
@@ -66,10 +69,13 @@ def test_a_tool_output_is_reported_with_its_tool_name_and_a_preview() -> None:
         }
     )
     assert reply.text.startswith("Read ran on your machine and returned:")
-    assert "12\tline 12" in reply.text and "13\tline 13" not in reply.text and "18 more lines" in reply.text
+    assert "12\tline 12" in reply.text
+    assert "13\tline 13" not in reply.text
+    assert "18 more lines" in reply.text
 
 
 def test_call_ids_stay_unique_within_a_conversation() -> None:
     earlier = [{"type": "function_call", "call_id": "call_offline_0", "name": "Read", "arguments": "{}"}]
     reply = respond({"input": [*earlier, {"role": "user", "content": "read b.py"}], "tools": TOOLS})
-    assert reply.tool_calls and reply.tool_calls[0].call_id == "call_offline_1"
+    assert reply.tool_calls
+    assert reply.tool_calls[0].call_id == "call_offline_1"

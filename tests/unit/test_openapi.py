@@ -25,7 +25,8 @@ def test_every_served_route_is_described_and_every_description_is_served() -> No
 
 def test_the_document_is_openapi_31_with_the_request_models_schemas() -> None:
     doc = openapi.document(__version__)
-    assert doc["openapi"] == "3.1.0" and doc["info"]["version"] == __version__
+    assert doc["openapi"] == "3.1.0"
+    assert doc["info"]["version"] == __version__
     assert set(doc["paths"]) >= {
         "/v1/sessions",
         "/v1/sessions/{session_id}/events",

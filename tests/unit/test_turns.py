@@ -254,7 +254,8 @@ def test_interrupting_a_parked_turn_cancels_its_calls_marks_once_and_stops_the_e
     lifecycle.answer(world.store, world.engine, world.sid, "call_read_file_0", "done")
     assert lifecycle.cancel(world.store, world.engine, world.sid) == {"queued": False}
     assert lifecycle.cancel(world.store, world.engine, world.sid) == {"queued": False}  # idle now: no-op
-    assert world.engine.stopped == [state.response_id] and world.engine.woken == ["token-1"]
+    assert world.engine.stopped == [state.response_id]
+    assert world.engine.woken == ["token-1"]
     outputs = [c.output for c in world.store.list_calls(world.sid, state.response_id)]
     assert outputs == ["done", lifecycle.CANCELLED_OUTPUT]
     markers = [i for i in world.store.list_items(world.sid) if "[System: interrupted]" in str(i.data)]
@@ -274,7 +275,8 @@ def test_deleting_a_session_stops_and_wakes_its_turn() -> None:
     state = steps.call_model(world.store, world.start("go", [READ]), Model(calls("read_file")))
     steps.await_client(world.store, world.engine, state, "token-1")
     lifecycle.delete_session(world.store, world.engine, world.sid)
-    assert world.engine.stopped == [state.response_id] and world.engine.woken == ["token-1"]
+    assert world.engine.stopped == [state.response_id]
+    assert world.engine.woken == ["token-1"]
     with pytest.raises(NotFoundError):
         world.store.get_session(world.sid)
 
@@ -309,7 +311,8 @@ def test_a_model_error_fails_the_turn_with_its_code_once() -> None:
     failed_state = state.model_copy(update={"error": caught_error})
     twice(world, lambda: steps.fail_turn(world.store, failed_state))
     session = world.store.get_session(world.sid)
-    assert session.status == "failed" and session.last_task_error is not None
+    assert session.status == "failed"
+    assert session.last_task_error is not None
     assert session.last_task_error.code == "model_http_error"
     assert world.types()[-2:] == [ev.RESPONSE_FAILED, ev.SESSION_STATUS]
     # failed is sticky until the next turn starts, which clears the error
@@ -323,7 +326,8 @@ def test_a_turn_that_cannot_start_is_marked_failed_and_the_message_kept() -> Non
     with pytest.raises(RunnerUnavailableError):
         world.post("hello")
     session = world.store.get_session(world.sid)
-    assert session.status == "failed" and session.last_task_error is not None
+    assert session.status == "failed"
+    assert session.last_task_error is not None
     assert session.last_task_error.code == "runner_unavailable"
     assert [i.type for i in world.store.list_items(world.sid)] == ["message"]
 
@@ -332,7 +336,8 @@ def test_an_idempotent_message_repost_starts_nothing_twice() -> None:
     world = World()
     first = world.post("hello", idempotency_key="k-1")
     again = world.post("hello", idempotency_key="k-1")
-    assert first == again and len(world.engine.started) == 2  # the start is re-sent (named: idempotent)
+    assert first == again
+    assert len(world.engine.started) == 2
     assert world.engine.started[0].response_id == world.engine.started[1].response_id
     assert [i.type for i in world.store.list_items(world.sid)] == ["message"]
 

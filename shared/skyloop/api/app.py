@@ -35,7 +35,7 @@ def _skyloop_error(exc: SkyloopError) -> Response:
 
 
 @app.exception_handler(Exception)
-def _unexpected(exc: Exception) -> Response:
+def _unexpected(_exc: Exception) -> Response:
     logger.exception("unhandled error")
     return json_response(500, InternalError("An internal error occurred.").to_body())
 

@@ -304,7 +304,7 @@ def _lsp(args: LspArgs) -> str:
     return f"LSP not implemented in this client. Action: {args.action}, file: {args.file_path}"
 
 
-def _get_current_time(args: GetCurrentTimeArgs) -> str:
+def _get_current_time(_args: GetCurrentTimeArgs) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S")
 
 

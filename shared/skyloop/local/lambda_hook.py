@@ -23,6 +23,7 @@ from typing import Any
 from moto.awslambda.models import LambdaBackend, LambdaFunction
 from moto.awslambda_simple.models import LambdaSimpleBackend
 
+from skyloop.local._patch import replace
 from skyloop.local.handlers import FUNCTION_PREFIX, LocalContext, handler_for
 from skyloop.local.lambda_runtime import Invocation, Runtime, ThreadRuntime
 
@@ -48,7 +49,7 @@ def invocation_for(function: LambdaFunction, body: Any) -> Invocation:
     request_id = str(uuid.uuid4())
     context = LocalContext(
         function.function_name,
-        function.version,
+        str(function.version),
         function.function_arn,
         int(function.memory_size or 128),
         request_id,
@@ -91,8 +92,9 @@ def direct_invoker(function_arn: str) -> Any:
 
     def invoke(payload: bytes) -> tuple[bytes, bool]:
         response_headers: dict[str, str] = {}
-        body = function.invoke(payload, {}, response_headers)
-        return body, bool(response_headers.get("x-amz-function-error"))
+        body: Any = function.invoke(payload, {}, response_headers)  # type: ignore[arg-type]  # str or bytes
+        out = body if isinstance(body, bytes) else str(body).encode()
+        return out, bool(response_headers.get("x-amz-function-error"))
 
     return invoke
 
@@ -103,11 +105,12 @@ _saved = (LambdaFunction.invoke, LambdaSimpleBackend.invoke)
 def install(with_runtime: Runtime | None = None) -> None:
     if with_runtime is not None:
         _runtime[0] = with_runtime
-    LambdaFunction.invoke = _fn_invoke  # type: ignore[method-assign]
-    LambdaSimpleBackend.invoke = LambdaBackend.invoke  # type: ignore[method-assign]
+    replace(LambdaFunction, "invoke", _fn_invoke)
+    replace(LambdaSimpleBackend, "invoke", LambdaBackend.invoke)
 
 
 def uninstall() -> None:
-    LambdaFunction.invoke, LambdaSimpleBackend.invoke = _saved  # type: ignore[method-assign]
+    replace(LambdaFunction, "invoke", _saved[0])
+    replace(LambdaSimpleBackend, "invoke", _saved[1])
     _runtime[0].close()
     _runtime[0] = ThreadRuntime()

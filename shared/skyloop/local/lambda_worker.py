@@ -92,7 +92,7 @@ def _warm_openai() -> None:
     ]
     answered: list[QueuedResponse] = []
 
-    def answer(request: httpx2.Request) -> httpx2.Response:
+    def answer(_request: httpx2.Request) -> httpx2.Response:
         entry = entries[len(answered) % len(entries)]
         answered.append(entry)
         body = "".join(sse_frame(e) for e in response_events(entry, "warm-up"))
@@ -117,7 +117,7 @@ _WARM_ARN = "arn:aws:states:us-east-1:123456789012:execution:warm-up:warm-up"
 class _Canned:
     """Answers the fork server's own warm-up requests with an empty success."""
 
-    def call(self, message: tuple[Any, ...]) -> tuple[int, dict[str, str], bytes]:
+    def call(self, _message: tuple[Any, ...]) -> tuple[int, dict[str, str], bytes]:
         return 200, {"Content-Type": "application/x-amz-json-1.0"}, b"{}"
 
 

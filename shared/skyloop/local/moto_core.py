@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
+from skyloop.local._patch import replace
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -28,10 +30,10 @@ def install() -> Callable[[], None]:
     def cached(clazz: Any) -> list[str]:
         return original(clazz)
 
-    responses.method_names_from_class = cached  # type: ignore[assignment]
+    replace(responses, "method_names_from_class", cached)
 
     def undo() -> None:
-        responses.method_names_from_class = original  # type: ignore[assignment]
+        replace(responses, "method_names_from_class", original)
         _undo.clear()
 
     _undo.append(undo)

@@ -40,6 +40,8 @@ import threading
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from skyloop.local._patch import replace
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -47,7 +49,7 @@ _lock = threading.RLock()
 _candidates = threading.local()  # set only while one of our Query calls runs in this thread
 
 
-class SortedPartition(dict):  # type: ignore[type-arg]
+class SortedPartition(dict[Any, Any]):
     """One partition (range key -> item) that also keeps its range keys in sort order."""
 
     def __init__(self) -> None:
@@ -209,11 +211,11 @@ class _NoDeepCopy:
     copy = staticmethod(copy.copy)
 
     @staticmethod
-    def deepcopy(value: Any, memo: Any = None) -> Any:
+    def deepcopy(value: Any, _memo: Any = None) -> Any:
         return value
 
 
-def install() -> Callable[[], None]:
+def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit with one undo)
     """Patch moto's DynamoDB as the module docstring says; returns the undo."""
     import moto.dynamodb.models as models
     import moto.dynamodb.models.table as table_module
@@ -235,11 +237,11 @@ def install() -> Callable[[], None]:
         parser=models.UpdateExpressionParser,
     )
 
-    class CachedUpdateExpressionParser(_ORIGINAL["parser"]):  # type: ignore[misc,valid-type]
-        @classmethod
-        @functools.lru_cache(maxsize=4096)
-        def make(cls, expression_str: str) -> Any:
-            return _ORIGINAL["parser"].make(expression_str)
+    parser_class: Any = _ORIGINAL["parser"]
+    parse_update = functools.lru_cache(maxsize=4096)(parser_class.make)
+    cached_parser = type(
+        "CachedUpdateExpressionParser", (parser_class,), {"make": staticmethod(parse_update)}
+    )
 
     @functools.wraps(_ORIGINAL["execute_result"])
     def execute_result(self: Any, context: Any) -> Any:
@@ -307,33 +309,33 @@ def install() -> Callable[[], None]:
         if found is None:
             return _ORIGINAL["query"](self, *args, *rest, **kwargs)
         _candidates.value = (self, found)
-        table_module.copy = _NoDeepCopy  # type: ignore[attr-defined]
+        replace(table_module, "copy", _NoDeepCopy)
         try:
             return _ORIGINAL["query"](self, *args, *rest, **kwargs)
         finally:
-            table_module.copy = copy  # type: ignore[attr-defined]
+            replace(table_module, "copy", copy)
             _candidates.value = None
 
-    DynamoHandler.call_action = call_action  # type: ignore[method-assign]
-    DynamoDBBackend.transact_write_items = _transact_write_items  # type: ignore[method-assign]
-    DynamoDBBackend.update_item = update_item  # type: ignore[method-assign]
-    Table.__init__ = table_init  # type: ignore[method-assign]
-    Table.put_item = put_item  # type: ignore[method-assign]
-    Table.query = query  # type: ignore[method-assign]
-    Table.all_items = all_items  # type: ignore[method-assign]
-    DynamoResult.execute_result = execute_result  # type: ignore[method-assign]
-    models.UpdateExpressionParser = CachedUpdateExpressionParser  # type: ignore[misc]
+    replace(DynamoHandler, "call_action", call_action)
+    replace(DynamoDBBackend, "transact_write_items", _transact_write_items)
+    replace(DynamoDBBackend, "update_item", update_item)
+    replace(Table, "__init__", table_init)
+    replace(Table, "put_item", put_item)
+    replace(Table, "query", query)
+    replace(Table, "all_items", all_items)
+    replace(DynamoResult, "execute_result", execute_result)
+    replace(models, "UpdateExpressionParser", cached_parser)
 
     def undo() -> None:
-        DynamoHandler.call_action = _ORIGINAL["call_action"]  # type: ignore[method-assign]
-        DynamoDBBackend.transact_write_items = _ORIGINAL["transact"]  # type: ignore[method-assign]
-        DynamoDBBackend.update_item = _ORIGINAL["update_item"]  # type: ignore[method-assign]
-        Table.__init__ = _ORIGINAL["table_init"]  # type: ignore[method-assign]
-        Table.put_item = _ORIGINAL["put_item"]  # type: ignore[method-assign]
-        Table.query = _ORIGINAL["query"]  # type: ignore[method-assign]
-        Table.all_items = _ORIGINAL["all_items"]  # type: ignore[method-assign]
-        DynamoResult.execute_result = _ORIGINAL["execute_result"]  # type: ignore[method-assign]
-        models.UpdateExpressionParser = _ORIGINAL["parser"]  # type: ignore[misc]
+        replace(DynamoHandler, "call_action", _ORIGINAL["call_action"])
+        replace(DynamoDBBackend, "transact_write_items", _ORIGINAL["transact"])
+        replace(DynamoDBBackend, "update_item", _ORIGINAL["update_item"])
+        replace(Table, "__init__", _ORIGINAL["table_init"])
+        replace(Table, "put_item", _ORIGINAL["put_item"])
+        replace(Table, "query", _ORIGINAL["query"])
+        replace(Table, "all_items", _ORIGINAL["all_items"])
+        replace(DynamoResult, "execute_result", _ORIGINAL["execute_result"])
+        replace(models, "UpdateExpressionParser", _ORIGINAL["parser"])
         _ORIGINAL.clear()
 
     return undo
@@ -342,7 +344,7 @@ def install() -> Callable[[], None]:
 serialize_requests = install  # the name older callers use
 
 
-def _transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+def _transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:  # noqa: C901  (moto's own algorithm, kept in its shape)
     """moto's ``transact_write_items`` with an item-level undo log instead of whole-table copies."""
     from moto.dynamodb.comparisons import get_filter_expression
     from moto.dynamodb.exceptions import (

@@ -24,6 +24,8 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
+from skyloop.local._patch import replace
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -33,7 +35,7 @@ _lock = threading.Lock()
 _undo: list[Callable[[], None]] = []
 
 
-def install() -> Callable[[], None]:
+def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit with one undo)
     """Apply the three caches; returns the undo."""
     import moto.stepfunctions.parser.asl.component.common.path.result_path as result_path
     import moto.stepfunctions.parser.asl.component.state.exec.state_task.lambda_eval_utils  # noqa: F401
@@ -46,7 +48,7 @@ def install() -> Callable[[], None]:
         return lambda: None
     original_client = boto_client.boto_client_for
 
-    def cached_client(region: str, service: str, state_credentials: Any = None) -> Any:
+    def cached_client(region: str, service: str, state_credentials: Any = None) -> Any:  # noqa: ARG001
         # moto's builder ignores the state's credentials too (every client uses fixed local keys)
         key = (region, service, bool(botocore_stubber.enabled))
         with _lock:
@@ -61,11 +63,11 @@ def install() -> Callable[[], None]:
         and getattr(module, "boto_client_for", None) is original_client
     ]
     for module in patched:
-        module.boto_client_for = cached_client  # type: ignore[attr-defined]
+        replace(module, "boto_client_for", cached_client)
 
-    path_parsers = [(json_path, json_path.parse), (result_path, result_path.parse)]
+    path_parsers: list[tuple[Any, Any]] = [(json_path, json_path.parse), (result_path, result_path.parse)]
     for module, parse in path_parsers:
-        module.parse = functools.lru_cache(maxsize=1024)(parse)  # type: ignore[attr-defined]
+        replace(module, "parse", functools.lru_cache(maxsize=1024)(parse))
 
     original_entrypoint = ExecutionWorker._get_evaluation_entrypoint
 
@@ -77,14 +79,14 @@ def install() -> Callable[[], None]:
             program = _programs[definition]
         return copy.deepcopy(program)
 
-    ExecutionWorker._get_evaluation_entrypoint = entrypoint  # type: ignore[method-assign]
+    replace(ExecutionWorker, "_get_evaluation_entrypoint", entrypoint)
 
     def undo() -> None:
         for module in patched:
-            module.boto_client_for = original_client  # type: ignore[attr-defined]
+            replace(module, "boto_client_for", original_client)
         for module, parse in path_parsers:
-            module.parse = parse  # type: ignore[attr-defined]
-        ExecutionWorker._get_evaluation_entrypoint = original_entrypoint  # type: ignore[method-assign]
+            replace(module, "parse", parse)
+        replace(ExecutionWorker, "_get_evaluation_entrypoint", original_entrypoint)
         _clients.clear()
         _programs.clear()
         _undo.clear()

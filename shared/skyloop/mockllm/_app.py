@@ -71,7 +71,7 @@ def _wants_stream(body: Any) -> bool:
     return isinstance(body, dict) and bool(body.get("stream"))
 
 
-def create_app(state: MockState | None = None) -> Starlette:
+def create_app(state: MockState | None = None) -> Starlette:  # noqa: C901  (the routes are closures over one state)
     """Build the app around ``state`` (a fresh one by default); ``app.state.mock`` exposes it."""
     mock = state if state is not None else MockState()
 
@@ -115,7 +115,7 @@ def create_app(state: MockState | None = None) -> Starlette:
             headers=_SSE_HEADERS,
         )
 
-    async def list_models(request: Request) -> JSONResponse:
+    async def list_models(_request: Request) -> JSONResponse:
         return JSONResponse({"object": "list", "data": []})
 
     async def configure(request: Request) -> JSONResponse:
@@ -134,20 +134,20 @@ def create_app(state: MockState | None = None) -> Starlette:
         mock.set_fallback(parsed.key, parsed.text, parsed.stream)
         return JSONResponse({"fallback_set": True, "key": parsed.key})
 
-    async def reset(request: Request) -> JSONResponse:
+    async def reset(_request: Request) -> JSONResponse:
         mock.reset()
         return JSONResponse({"reset": True})
 
     async def captured(request: Request) -> JSONResponse:
         return JSONResponse({"requests": mock.requests(request.query_params.get("key"))})
 
-    async def gate_release(request: Request) -> JSONResponse:
+    async def gate_release(_request: Request) -> JSONResponse:
         return JSONResponse({"released": mock.release_gate()})
 
-    async def gate_pending(request: Request) -> JSONResponse:
+    async def gate_pending(_request: Request) -> JSONResponse:
         return JSONResponse({"pending": mock.has_pending_gate()})
 
-    async def stats(request: Request) -> JSONResponse:
+    async def stats(_request: Request) -> JSONResponse:
         return JSONResponse({"request_count": mock.request_count})
 
     app = Starlette(

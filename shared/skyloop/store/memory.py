@@ -184,22 +184,19 @@ class MemoryStore:
         with self._lock:
             data = self._data(batch.session_id)
             now = int(time.time())
-            if batch.dedupe_key and self._dedupe_live(data, batch.dedupe_key, now):
+            if batch.dedupe_key and batch.dedupe_key in data.dedupe:
                 return AppendResult(first_seq=0, last_seq=0, duplicate=True)
             session = data.session
             if not self._guard_holds(session, batch.guard):
                 raise ConditionFailedError(
                     f"Session '{batch.session_id}' is not in the state this change requires"
                 )
-            self._check_records(data, batch, now)
+            self._check_records(data, batch)
             result = self._apply(data, batch, now)
         notifier.notify(batch.session_id)
         return result
 
-    def _dedupe_live(self, data: _SessionData, key: str, now: int) -> bool:
-        return key in data.dedupe
-
-    def _check_records(self, data: _SessionData, batch: Append, now: int) -> None:
+    def _check_records(self, data: _SessionData, batch: Append) -> None:
         """Every condition the table would check on the transaction's other items."""
         failed = (
             (batch.new_turn is not None and batch.new_turn.response_id in data.turns)
@@ -215,11 +212,8 @@ class MemoryStore:
         if failed:
             raise ConditionFailedError(f"Session '{batch.session_id}' changed under a write")
 
-    def _apply(self, data: _SessionData, batch: Append, now: int) -> AppendResult:
-        session = data.session
-        expires = now + self.event_ttl_s
-        n = len(batch.events)
-        first, last = session.last_seq + 1, session.last_seq + n
+    @staticmethod
+    def _changed_session(session: Session, batch: Append, last: int, now: int) -> Session:
         fields: dict[str, Any] = {"last_seq": last, "updated_at": now}
         change = batch.change
         if change is not None:
@@ -238,7 +232,14 @@ class MemoryStore:
                 fields["active_response_id"] = None
             if change.clear_task_error:
                 fields["last_task_error"] = None
-        data.session = session.model_copy(update=fields)
+        return session.model_copy(update=fields)
+
+    def _apply(self, data: _SessionData, batch: Append, now: int) -> AppendResult:
+        session = data.session
+        expires = now + self.event_ttl_s
+        n = len(batch.events)
+        first, last = session.last_seq + 1, session.last_seq + n
+        data.session = self._changed_session(session, batch, last, now)
         if batch.dedupe_key:
             data.dedupe[batch.dedupe_key] = expires
         for i, (type_, event_data) in enumerate(batch.events):
@@ -254,6 +255,14 @@ class MemoryStore:
                 position=seq,
                 data=copy.deepcopy(item.data),
             )
+        self._apply_turn_records(data, batch, now)
+        for claim in batch.claims:
+            data.dedupe[claim] = expires
+        self.appends += 1
+        return AppendResult(first_seq=first, last_seq=last)
+
+    @staticmethod
+    def _apply_turn_records(data: _SessionData, batch: Append, now: int) -> None:
         if batch.new_turn is not None:
             data.turns[batch.new_turn.response_id] = batch.new_turn.model_copy(deep=True)
         for call in batch.new_calls:
@@ -266,13 +275,10 @@ class MemoryStore:
             )
             data.decisions[decision.response_id] = decision
         for call, output in batch.cancel_calls:
-            data.calls[(call.response_id, call.call_id)] = data.calls[
-                (call.response_id, call.call_id)
-            ].model_copy(update={"output": output, "cancelled": True, "answered_at": now})
-        for claim in batch.claims:
-            data.dedupe[claim] = expires
-        self.appends += 1
-        return AppendResult(first_seq=first, last_seq=last)
+            key = (call.response_id, call.call_id)
+            data.calls[key] = data.calls[key].model_copy(
+                update={"output": output, "cancelled": True, "answered_at": now}
+            )
 
     def read_event_page(
         self, session_id: str, after: int, *, limit: int = 500

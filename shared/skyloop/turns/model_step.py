@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from skyloop.models.agent import Agent
     from skyloop.models.session import Turn
     from skyloop.store import Store
+    from skyloop.store.records import NextStep
     from skyloop.turns.state import TurnState
 
 DELTA_FLUSH_S = 0.1  # at most ~10 delta appends a second per turn: live enough, and bounds write cost
@@ -108,6 +109,7 @@ def run(
         for n, call in enumerate(result.calls)
     ]
     unanswered = sum(1 for c in calls if c.output is None)
+    nxt: NextStep
     if not calls:
         nxt, iteration = "finish_turn", i
     else:
@@ -122,7 +124,7 @@ def run(
         iteration=i,
         next=nxt,
         consumed_seq=consumed,
-        unanswered=unanswered,  # type: ignore[arg-type]
+        unanswered=unanswered,
     )
     lifecycle.append_active(store, batch)
     return state.model_copy(update={"next": nxt, "iteration": iteration, "consumed_seq": consumed})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from aws_lambda_powertools.event_handler import Response, content_types
 
@@ -11,6 +11,7 @@ from skyloop.api.body import RequestBody
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler.api_gateway import Router
+    from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 
 
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
@@ -23,7 +24,12 @@ def json_response(status: int, body: Any, headers: dict[str, str] | None = None)
 
 
 def request(router: Router) -> RequestBody:
-    return RequestBody(router.current_event)
+    return RequestBody(current_event(router))
+
+
+def current_event(router: Router) -> APIGatewayProxyEventV2:
+    """The invocation's event (the app is an HTTP API resolver, so it is always payload v2)."""
+    return cast("APIGatewayProxyEventV2", router.current_event)
 
 
 def page(data: list[dict[str, Any]], has_more: bool) -> dict[str, Any]:

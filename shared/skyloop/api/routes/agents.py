@@ -10,7 +10,7 @@ from skyloop import deps, sessions
 from skyloop.api import openapi
 from skyloop.api.body import query
 from skyloop.api.requests import AgentListQuery, AgentSpecBody
-from skyloop.api.routes._common import json_response, page, request
+from skyloop.api.routes._common import current_event, json_response, page, request
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler import Response
@@ -43,7 +43,7 @@ def create_agent() -> Response:
     router, "GET", "/v1/agents", summary="List agent versions, newest first", query=AgentListQuery
 )
 def list_agents() -> Response:
-    q = query(router.current_event, AgentListQuery)
+    q = query(current_event(router), AgentListQuery)
     if q.name is not None:  # the newest version of one name
         agent = deps.store().find_agent_by_name(q.name)
         return json_response(200, page([agent.to_api()] if agent else [], False))

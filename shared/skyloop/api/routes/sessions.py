@@ -10,7 +10,7 @@ from skyloop import bundles, deps, sessions
 from skyloop.api import openapi
 from skyloop.api.body import query
 from skyloop.api.requests import CreateSessionRequest, ItemListQuery, SessionListQuery, UpdateSessionRequest
-from skyloop.api.routes._common import json_response, page, request
+from skyloop.api.routes._common import current_event, json_response, page, request
 from skyloop.errors import InvalidInputError, UnsupportedMediaTypeError
 from skyloop.turns import lifecycle
 
@@ -56,7 +56,7 @@ def create_session() -> Response:
     router, "GET", "/v1/sessions", summary="List sessions, newest first", query=SessionListQuery
 )
 def list_sessions() -> Response:
-    q = query(router.current_event, SessionListQuery)
+    q = query(current_event(router), SessionListQuery)
     found, has_more = deps.store().list_sessions(
         agent_name=q.agent_name,
         agent_id=q.agent_id,
@@ -107,7 +107,7 @@ def delete_session(session_id: str) -> Response:
 )
 def list_items(session_id: str) -> Response:
     store = deps.store()
-    q = query(router.current_event, ItemListQuery)
+    q = query(current_event(router), ItemListQuery)
     session = sessions.get_session(store, session_id)
     data, has_more = sessions.page_items(
         store, session, limit=q.limit, after=q.after, descending=q.order == "desc"

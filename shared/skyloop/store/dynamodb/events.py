@@ -118,115 +118,126 @@ class EventLog(TableBase):
         return int(attrs.get("last_seq", 0))
 
     def _try_append(self, batch: Append, last_seq: int) -> AppendResult:
-        pk = keys.session_pk(batch.session_id)
-        now = int(time.time())
-        expires = now + self.event_ttl_s
+        ops = self._transaction(batch, last_seq, int(time.time()))
+        try:
+            self.client.transact_write_items(TransactItems=ops)
+        except ClientError as exc:
+            if error_code(exc) != "TransactionCanceledException":
+                raise
+            self._explain_cancellation(batch, last_seq, exc)
+            return AppendResult(first_seq=0, last_seq=0, duplicate=True)
         n = len(batch.events)
-        first, last = last_seq + 1, last_seq + n
-        names = {"#last_seq": "last_seq", "#updated_at": "updated_at"}
-        values: dict[str, Any] = {
-            ":old": codec.attr(last_seq),
-            ":new": codec.attr(last),
-            ":now": codec.attr(now),
-        }
-        sets = ["#last_seq = :new", "#updated_at = :now"]
-        more_sets, removes = change_expressions(batch.change, names, values)
-        sets += more_sets
-        cond = "#last_seq = :old"
-        guard = guard_condition(batch.guard, names, values)
-        if guard:
-            cond += f" AND {guard}"
-        ops: list[dict[str, Any]] = [
-            {
-                "Update": {
-                    "TableName": self.table,
-                    "Key": codec.to_item(keys.session_key(batch.session_id)),
-                    "UpdateExpression": "SET "
-                    + ", ".join(sets)
-                    + (" REMOVE " + ", ".join(removes) if removes else ""),
-                    "ConditionExpression": cond,
-                    "ExpressionAttributeNames": names,
-                    "ExpressionAttributeValues": values,
-                }
-            }
-        ]
+        return AppendResult(first_seq=last_seq + 1, last_seq=last_seq + n)
+
+    def _transaction(self, batch: Append, last_seq: int, now: int) -> list[dict[str, Any]]:
+        """The append's ``TransactItems``: the session row first, then every record it puts or changes."""
+        expires = now + self.event_ttl_s
+        first = last_seq + 1
+        ops = [self._session_op(batch, last_seq, now)]
         if batch.dedupe_key:
-            ops.append(
-                self._new_item_op(
-                    {
-                        **keys.dedupe_key(batch.session_id, batch.dedupe_key),
-                        "seq": first,
-                        keys.TTL_ATTRIBUTE: expires,
-                    }
-                )
-            )
-        for i, (type_, data) in enumerate(batch.events):
-            ops.append(
-                self._new_item_op(
-                    {
-                        "pk": pk,
-                        "sk": keys.event_sk(first + i),
-                        "seq": first + i,
-                        "type": type_,
-                        "data": codec.dumps(data),
-                        keys.TTL_ATTRIBUTE: expires,
-                    }
-                )
-            )
-        for idx, item in enumerate(batch.items):
-            seq = first + (item.event_index if item.event_index >= 0 else n - 1) if n else last_seq
-            anchor = item.anchor_seq if item.anchor_seq is not None else seq
-            ops.append(
-                self._new_item_op(
-                    {
-                        "pk": pk,
-                        "sk": keys.item_sk(anchor, seq, idx),
-                        "id": item.id,
-                        "type": item.type,
-                        "response_id": item.response_id,
-                        "created_at": now,
-                        "position": seq,
-                        "data": codec.dumps(item.data),
-                    }
-                )
-            )
+            marker = {
+                **keys.dedupe_key(batch.session_id, batch.dedupe_key),
+                "seq": first,
+                keys.TTL_ATTRIBUTE: expires,
+            }
+            ops.append(self._new_item_op(marker))
+        ops += [self._new_item_op(item) for item in self._event_items(batch, first, expires)]
+        ops += [self._new_item_op(item) for item in self._conversation_items(batch, last_seq, now)]
         if batch.new_turn is not None:
             turn = batch.new_turn.model_dump(mode="json")
             turn["tools"] = codec.dumps(turn["tools"])
             ops.append(
                 self._new_item_op({**turn, **keys.turn_key(batch.session_id, batch.new_turn.response_id)})
             )
-        for call in batch.new_calls:
-            ops.append(self._new_item_op(self._call_item(call)))
+        ops += [self._new_item_op(self._call_item(call)) for call in batch.new_calls]
         if batch.decision is not None:
             ops.append(self._decision_op(batch.session_id, batch.decision))
-        for call, output in batch.cancel_calls:
-            ops.append(self._cancel_call_op(call, output))
-        for claim in batch.claims:
-            ops.append(
-                self._new_item_op({**keys.dedupe_key(batch.session_id, claim), keys.TTL_ATTRIBUTE: expires})
+        ops += [self._cancel_call_op(call, output) for call, output in batch.cancel_calls]
+        ops += [
+            self._new_item_op({**keys.dedupe_key(batch.session_id, claim), keys.TTL_ATTRIBUTE: expires})
+            for claim in batch.claims
+        ]
+        return ops
+
+    def _session_op(self, batch: Append, last_seq: int, now: int) -> dict[str, Any]:
+        """Move ``last_seq`` on (only from the value read) and apply the batch's guard and change."""
+        names = {"#last_seq": "last_seq", "#updated_at": "updated_at"}
+        values: dict[str, Any] = {
+            ":old": codec.attr(last_seq),
+            ":new": codec.attr(last_seq + len(batch.events)),
+            ":now": codec.attr(now),
+        }
+        sets = ["#last_seq = :new", "#updated_at = :now"]
+        more_sets, removes = change_expressions(batch.change, names, values)
+        sets += more_sets
+        guard = guard_condition(batch.guard, names, values)
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": codec.to_item(keys.session_key(batch.session_id)),
+                "UpdateExpression": "SET "
+                + ", ".join(sets)
+                + (" REMOVE " + ", ".join(removes) if removes else ""),
+                "ConditionExpression": "#last_seq = :old" + (f" AND {guard}" if guard else ""),
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    @staticmethod
+    def _event_items(batch: Append, first: int, expires: int) -> list[dict[str, Any]]:
+        pk = keys.session_pk(batch.session_id)
+        return [
+            {
+                "pk": pk,
+                "sk": keys.event_sk(first + i),
+                "seq": first + i,
+                "type": type_,
+                "data": codec.dumps(data),
+                keys.TTL_ATTRIBUTE: expires,
+            }
+            for i, (type_, data) in enumerate(batch.events)
+        ]
+
+    @staticmethod
+    def _conversation_items(batch: Append, last_seq: int, now: int) -> list[dict[str, Any]]:
+        pk = keys.session_pk(batch.session_id)
+        n = len(batch.events)
+        out = []
+        for idx, item in enumerate(batch.items):
+            seq = last_seq + 1 + (item.event_index if item.event_index >= 0 else n - 1) if n else last_seq
+            anchor = item.anchor_seq if item.anchor_seq is not None else seq
+            out.append(
+                {
+                    "pk": pk,
+                    "sk": keys.item_sk(anchor, seq, idx),
+                    "id": item.id,
+                    "type": item.type,
+                    "response_id": item.response_id,
+                    "created_at": now,
+                    "position": seq,
+                    "data": codec.dumps(item.data),
+                }
             )
-        try:
-            self.client.transact_write_items(TransactItems=ops)
-        except ClientError as exc:
-            if error_code(exc) != "TransactionCanceledException":
-                raise
-            reasons = cancellation_codes(exc)
-            if batch.dedupe_key and (
-                (len(reasons) > 1 and reasons[1] == "ConditionalCheckFailed")
-                or (not reasons and self.dedupe_exists(batch.session_id, batch.dedupe_key))
-            ):
-                return AppendResult(first_seq=0, last_seq=0, duplicate=True)
-            if reasons and reasons[0] != "ConditionalCheckFailed":
-                raise ConditionFailedError(
-                    f"Session '{batch.session_id}' changed under a write: {', '.join(reasons)}"
-                ) from exc
-            if self._last_seq(batch.session_id) != last_seq:
-                raise _SeqMoved from exc
+        return out
+
+    def _explain_cancellation(self, batch: Append, last_seq: int, exc: ClientError) -> None:
+        """Return when the append had landed before (its dedupe key exists); else raise why it failed."""
+        reasons = cancellation_codes(exc)
+        if batch.dedupe_key and (
+            (len(reasons) > 1 and reasons[1] == "ConditionalCheckFailed")
+            or (not reasons and self.dedupe_exists(batch.session_id, batch.dedupe_key))
+        ):
+            return
+        if reasons and reasons[0] != "ConditionalCheckFailed":
             raise ConditionFailedError(
-                f"Session '{batch.session_id}' is not in the state this change requires"
+                f"Session '{batch.session_id}' changed under a write: {', '.join(reasons)}"
             ) from exc
-        return AppendResult(first_seq=first, last_seq=last)
+        if self._last_seq(batch.session_id) != last_seq:
+            raise _SeqMoved from exc
+        raise ConditionFailedError(
+            f"Session '{batch.session_id}' is not in the state this change requires"
+        ) from exc
 
     def _new_item_op(self, item: dict[str, Any]) -> dict[str, Any]:
         return {

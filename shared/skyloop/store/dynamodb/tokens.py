@@ -44,7 +44,7 @@ class TokenRecords(TableBase):
     def list_tokens(self, *, owner: str | None = None) -> list[TokenRecord]:
         """An owner's tokens, or (``owner=None``) every token of the table, oldest first."""
         if owner is None:
-            rows = []
+            rows: list[dict[str, Any]] = []
             kwargs: dict[str, Any] = {
                 "TableName": self.table,
                 "FilterExpression": "kind = :k",
