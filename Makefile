@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8080
 
-.PHONY: run test lint format bench clean synth layer
+.PHONY: run test lint typecheck unit integration e2e infra format bench clean synth layer
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -23,14 +23,31 @@ $(VENV)/.dev-installed: pyproject.toml | $(PY)
 run: $(VENV)/.local-installed
 	$(VENV)/bin/skyloop dev --port $(PORT)
 
-## test: lint, then the whole suite (unit, integration on moto, end-to-end over real HTTP/SSE)
-test: $(VENV)/.dev-installed
-	$(VENV)/bin/ruff check shared functions tests bench infra
-	$(VENV)/bin/ruff format --check shared functions tests bench infra
-	$(PY) -m pytest
+COVERAGE := --cov=skyloop.turns --cov=skyloop.store --cov-report=term:skip-covered
 
+## test: lint and types, then the whole suite (unit, integration on moto, e2e over real HTTP/SSE, infra)
+test: lint typecheck
+	$(PY) -m pytest $(COVERAGE)
+
+## lint: ruff rules and formatting
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check shared functions tests bench infra
+	$(VENV)/bin/ruff format --check shared functions tests bench infra
+
+## typecheck: mypy (pydantic plugin) over shared/skyloop and infra
+typecheck: $(VENV)/.dev-installed
+	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy infra
+
+## unit | integration | e2e | infra: one suite at a time
+unit: $(VENV)/.dev-installed
+	$(PY) -m pytest tests/unit
+integration: $(VENV)/.dev-installed
+	$(PY) -m pytest tests/integration $(COVERAGE)
+e2e: $(VENV)/.dev-installed
+	$(PY) -m pytest tests/e2e
+infra: $(VENV)/.dev-installed
+	$(PY) -m pytest tests/infra
 
 format: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check --fix shared functions tests bench infra
