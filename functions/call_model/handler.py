@@ -7,17 +7,17 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from skyloop import deps
 from skyloop.observability import MetricUnit, logger, metrics, tracer
 from skyloop.turns.state import TurnState
-from skyloop.turns.steps import call_model
+from skyloop.turns.steps import call_model, model_budget_s
 
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
-def handler(event: dict, context: LambdaContext) -> dict:  # noqa: ARG001  (Lambda's signature)
+def handler(event: dict, context: LambdaContext) -> dict:
     state = TurnState.model_validate(event)
     logger.append_keys(session_id=state.session_id, response_id=state.response_id, iteration=state.iteration)
     started = time.perf_counter()
-    result = call_model(deps.store(), state, timeout_s=deps.get_settings().model_timeout_s)
+    result = call_model(deps.store(), state, timeout_s=model_budget_s(context.get_remaining_time_in_millis()))
     metrics.add_metric(
         name="ModelStepMs", unit=MetricUnit.Milliseconds, value=(time.perf_counter() - started) * 1000
     )

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from skyloop.models.session import ClientTool, ConversationItem
 
 MAX_RETRIES = 3
+MIN_ATTEMPT_TIMEOUT_S = 5.0
 
 
 def to_input_items(items: list[ConversationItem]) -> list[dict[str, Any]]:
@@ -70,7 +71,11 @@ def call_model(  # noqa: C901  (one loop over the SDK's stream events and error 
         raise ModelCallError(
             "no API key: set executor.auth.api_key or OPENAI_API_KEY", code="model_auth_error"
         )
-    client = _client(api_key, auth.base_url if auth and auth.base_url else None, timeout_s)
+    # timeout_s bounds the whole call, retries included, so it ends inside the function's own timeout
+    per_attempt = max(MIN_ATTEMPT_TIMEOUT_S, timeout_s / (MAX_RETRIES + 1))
+    client = _client(api_key, auth.base_url if auth and auth.base_url else None).with_options(
+        timeout=per_attempt
+    )
     kwargs: dict[str, Any] = {
         "model": spec.executor.model,
         "stream": True,
@@ -120,7 +125,7 @@ def call_model(  # noqa: C901  (one loop over the SDK's stream events and error 
 
 
 @functools.lru_cache(maxsize=32)
-def _client(api_key: str, base_url: str | None, timeout_s: float) -> Any:
+def _client(api_key: str, base_url: str | None) -> Any:
     """One SDK client per endpoint and key, reused by a warm container.
 
     Building a client builds an HTTP connection pool and a TLS context (tens of
@@ -128,7 +133,7 @@ def _client(api_key: str, base_url: str | None, timeout_s: float) -> Any:
     """
     import openai
 
-    return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=MAX_RETRIES, timeout=timeout_s)
+    return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=MAX_RETRIES)
 
 
 def _result(response: Any, streamed_text: str) -> ModelResult:

@@ -87,6 +87,16 @@ def prepare_turn(store: Store, state: TurnState) -> TurnState:
     return state.model_copy(update={"next": "call_model", "iteration": 0})
 
 
+STEP_MARGIN_S = 30.0  # what the model step keeps after the model call: recording its result
+
+
+def model_budget_s(remaining_ms: int) -> float:
+    """Seconds the model call may take, retries included: the configured bound, within the invocation."""
+    from skyloop.settings import get_settings
+
+    return max(1.0, min(get_settings().model_timeout_s, remaining_ms / 1000 - STEP_MARGIN_S))
+
+
 @_stops_when_inactive
 def call_model(
     store: Store, state: TurnState, model_caller: model_step.ModelCaller = None, *, timeout_s: float = 600.0

@@ -1,0 +1,54 @@
+"""Large text kept beside the table: what does not fit comfortably in a DynamoDB item goes to S3.
+
+DynamoDB items are capped at 400 KB and a transaction at 4 MB, while the API
+accepts a 200,000-character tool output (up to 800 KB of UTF-8), message
+blocks of 100,000 characters, and long tool lists; a model may write any
+amount. So any text attribute over :data:`INLINE_MAX_BYTES` is written to the
+stack's bucket under a content-addressed key (a retried write puts the same
+object) and the item keeps only that key. Reads resolve it; deleting a
+session deletes its prefix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Protocol
+
+INLINE_MAX_BYTES = 32 * 1024  # larger texts go to the bucket; keeps items (and transactions) small
+NO_BUCKET_MAX_BYTES = 350 * 1024  # without a bucket, what still fits in one item
+
+
+class BlobStore(Protocol):
+    def put(self, key: str, data: bytes) -> None: ...
+    def get(self, key: str) -> bytes: ...
+    def delete_prefix(self, prefix: str) -> None: ...
+
+
+def blob_key(prefix: str, data: bytes) -> str:
+    return f"{prefix}{hashlib.sha256(data).hexdigest()}"
+
+
+class S3Blobs:
+    """Blobs in one S3 bucket (moto's S3 in the local stack).
+
+    Args:
+        client: a ready ``boto3`` S3 client.
+        bucket: the stack's blob bucket.
+    """
+
+    def __init__(self, client: Any, bucket: str) -> None:
+        self.client = client
+        self.bucket = bucket
+
+    def put(self, key: str, data: bytes) -> None:
+        self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType="application/json")
+
+    def get(self, key: str) -> bytes:
+        return bytes(self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read())
+
+    def delete_prefix(self, prefix: str) -> None:
+        paginator = self.client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+            keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+            for start in range(0, len(keys), 1000):
+                self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": keys[start : start + 1000]})
