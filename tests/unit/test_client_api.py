@@ -524,7 +524,7 @@ def test_client_is_a_context_manager_and_repr_hides_the_token() -> None:
         "http://h", token="sky_secret", transport=httpx.MockTransport(lambda r: httpx.Response(200))
     ) as c:
         assert "sky_secret" not in repr(c)
-    assert c._http.is_closed
+    assert c.is_closed
 
 
 # -------------------------------------------------------------------------- async
@@ -556,6 +556,6 @@ def test_async_client_endpoints_and_errors(monkeypatch: pytest.MonkeyPatch) -> N
             assert await client.send_message(SID, "hi", tools="coding") == "m1"
             assert "tools" in server.last_json()
             assert (await client.list_runners())[0].online is True
-        assert client._http.is_closed
+        assert client.is_closed
 
     asyncio.run(main())
