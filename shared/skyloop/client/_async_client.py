@@ -95,12 +95,15 @@ class AsyncClient:
 
     # -------------------------------------------------------------------- service
     async def health(self) -> Health:
+        """The service's liveness answer (``GET /health``); needs no token."""
         return await self._transport.send(api.health())
 
     async def list_runners(self) -> list[Runner]:
+        """The runners that can start turns, and whether each is online."""
         return await self._transport.send(api.list_runners())
 
     async def runner_status(self, runner_id: str) -> RunnerStatus:
+        """One runner's status: a session bound to an offline runner cannot start turns."""
         return await self._transport.send(api.runner_status(runner_id))
 
     # --------------------------------------------------------------------- agents
@@ -136,12 +139,14 @@ class AsyncClient:
                 yield entry
 
     async def get_agent(self, agent_id: str) -> Agent:
+        """One agent version by id (registering again makes a new version, with a new id)."""
         return await self._transport.send(api.get_agent(agent_id))
 
     # ------------------------------------------------------------------- sessions
     async def create_session(
         self, agent_id: str, *, title: str | None = None, labels: dict[str, str] | None = None
     ) -> SessionSnapshot:
+        """A new idle session of an agent version; nothing runs until a message is posted."""
         return await self._transport.send(api.create_session(agent_id, title=title, labels=labels))
 
     async def list_sessions(
@@ -154,6 +159,7 @@ class AsyncClient:
         order: str | None = None,
         include_archived: bool | None = None,
     ) -> SessionPage:
+        """One page of sessions, filtered by the keywords given (``None`` = no filter)."""
         return await self._transport.send(
             api.list_sessions(
                 agent_name=agent_name,
@@ -173,6 +179,7 @@ class AsyncClient:
                 yield entry
 
     async def get_session(self, session_id: str) -> SessionSnapshot:
+        """The session's snapshot; its ``last_event_id`` is the cursor a live tail starts from."""
         return await self._transport.send(api.get_session(session_id))
 
     async def update_session(
@@ -190,11 +197,13 @@ class AsyncClient:
         )
 
     async def delete_session(self, session_id: str) -> DeletedSession:
+        """Delete the session with its items and events (a running turn is stopped)."""
         return await self._transport.send(api.delete_session(session_id))
 
     async def list_items(
         self, session_id: str, *, limit: int | None = None, after: str | None = None, order: str | None = None
     ) -> ItemPage:
+        """One page of the session's items (messages, calls, outputs)."""
         return await self._transport.send(api.list_items(session_id, limit=limit, after=after, order=order))
 
     async def iter_items(
@@ -207,6 +216,7 @@ class AsyncClient:
                 yield entry
 
     async def get_session_agent(self, session_id: str) -> Agent:
+        """The agent version the session runs."""
         return await self._transport.send(api.get_session_agent(session_id))
 
     # --------------------------------------------------------------------- events

@@ -116,12 +116,15 @@ class Client:
 
     # -------------------------------------------------------------------- service
     def health(self) -> Health:
+        """The service's liveness answer (``GET /health``); needs no token."""
         return self._transport.send(api.health())
 
     def list_runners(self) -> list[Runner]:
+        """The runners that can start turns, and whether each is online."""
         return self._transport.send(api.list_runners())
 
     def runner_status(self, runner_id: str) -> RunnerStatus:
+        """One runner's status: a session bound to an offline runner cannot start turns."""
         return self._transport.send(api.runner_status(runner_id))
 
     # --------------------------------------------------------------------- agents
@@ -156,12 +159,14 @@ class Client:
             yield from pager.feed(self._transport.send(call))
 
     def get_agent(self, agent_id: str) -> Agent:
+        """One agent version by id (registering again makes a new version, with a new id)."""
         return self._transport.send(api.get_agent(agent_id))
 
     # ------------------------------------------------------------------- sessions
     def create_session(
         self, agent_id: str, *, title: str | None = None, labels: dict[str, str] | None = None
     ) -> SessionSnapshot:
+        """A new idle session of an agent version; nothing runs until a message is posted."""
         return self._transport.send(api.create_session(agent_id, title=title, labels=labels))
 
     def list_sessions(
@@ -174,6 +179,7 @@ class Client:
         order: str | None = None,
         include_archived: bool | None = None,
     ) -> SessionPage:
+        """One page of sessions, filtered by the keywords given (``None`` = no filter)."""
         return self._transport.send(
             api.list_sessions(
                 agent_name=agent_name,
@@ -192,6 +198,7 @@ class Client:
             yield from pager.feed(self._transport.send(call))
 
     def get_session(self, session_id: str) -> SessionSnapshot:
+        """The session's snapshot; its ``last_event_id`` is the cursor a live tail starts from."""
         return self._transport.send(api.get_session(session_id))
 
     def update_session(
@@ -209,11 +216,13 @@ class Client:
         )
 
     def delete_session(self, session_id: str) -> DeletedSession:
+        """Delete the session with its items and events (a running turn is stopped)."""
         return self._transport.send(api.delete_session(session_id))
 
     def list_items(
         self, session_id: str, *, limit: int | None = None, after: str | None = None, order: str | None = None
     ) -> ItemPage:
+        """One page of the session's items (messages, calls, outputs)."""
         return self._transport.send(api.list_items(session_id, limit=limit, after=after, order=order))
 
     def iter_items(
@@ -225,6 +234,7 @@ class Client:
             yield from pager.feed(self._transport.send(call))
 
     def get_session_agent(self, session_id: str) -> Agent:
+        """The agent version the session runs."""
         return self._transport.send(api.get_session_agent(session_id))
 
     # --------------------------------------------------------------------- events

@@ -96,12 +96,15 @@ class Session:
             return turn.run()
 
     def snapshot(self) -> SessionSnapshot:
+        """The session's current snapshot."""
         return self._client.get_session(self.id)
 
     def items(self, *, order: str = "asc") -> Iterator[Item]:
+        """Every item of the session, fetching pages as needed."""
         return self._client.iter_items(self.id, order=order)
 
     def agent(self) -> Agent:
+        """The agent version the session runs."""
         return self._client.get_session_agent(self.id)
 
     def interrupt(self) -> EventAccepted:
@@ -109,6 +112,7 @@ class Session:
         return self._client.interrupt(self.id)
 
     def stream(self, *, after: int | None = None) -> EventStream:
+        """The session's typed events (see ``Client.stream``); a turn from :meth:`send` opens its own."""
         return self._client.stream(self.id, after=after)
 
 
@@ -163,12 +167,15 @@ class AsyncSession:
             return await turn.run()
 
     async def snapshot(self) -> SessionSnapshot:
+        """The session's current snapshot."""
         return await self._client.get_session(self.id)
 
     def items(self, *, order: str = "asc") -> AsyncIterator[Item]:
+        """Every item of the session, fetching pages as needed."""
         return self._client.iter_items(self.id, order=order)
 
     async def agent(self) -> Agent:
+        """The agent version the session runs."""
         return await self._client.get_session_agent(self.id)
 
     async def interrupt(self) -> EventAccepted:
@@ -176,4 +183,5 @@ class AsyncSession:
         return await self._client.interrupt(self.id)
 
     def stream(self, *, after: int | None = None) -> AsyncEventStream:
+        """The session's typed events (see ``Client.stream``); a turn from :meth:`send` opens its own."""
         return self._client.stream(self.id, after=after)
