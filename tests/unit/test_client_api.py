@@ -524,7 +524,78 @@ def test_client_is_a_context_manager_and_repr_hides_the_token() -> None:
         "http://h", token="sky_secret", transport=httpx.MockTransport(lambda r: httpx.Response(200))
     ) as c:
         assert "sky_secret" not in repr(c)
-    assert c._http.is_closed
+    assert c.is_closed
+
+
+# ------------------------------------------------------------------- raw responses
+def test_raw_responses_keep_status_headers_and_the_body_as_sent(client: Client, server: FakeServer) -> None:
+    # Given a server answering with a flat item the SDK would fold
+    flat = [
+        {"id": "i1", "type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+    ]
+    server.routes[("GET", f"/v1/sessions/{SID}/items")] = lambda _r: httpx.Response(
+        200, json=_page(flat), headers={"x-request-id": "req-1"}
+    )
+    # When the caller asks for the raw answer, with the typed method's own arguments
+    raw = client.with_raw_response.list_items(SID, limit=1, order="desc")
+    # Then the same request went out, and the answer is there as sent and as the typed model
+    assert dict(server.last.url.params) == {"limit": "1", "order": "desc"}
+    assert (raw.status_code, raw.headers["x-request-id"]) == (200, "req-1")
+    assert (raw.method, raw.path) == ("GET", f"/v1/sessions/{SID}/items")
+    assert raw.json() == _page(flat)
+    assert json.loads(raw.content) == _page(flat)
+    page = raw.parse()
+    assert page.data[0].id == "i1"
+    assert page.data[0].text == "hi"
+
+    server.route("POST", "/v1/sessions", 201, SNAPSHOT)
+    created = client.with_raw_response.create_session(AID, title="t")
+    assert created.status_code == 201
+    assert server.last_json() == {"agent_id": AID, "title": "t"}
+    assert created.parse().last_event_id == 12
+
+
+def test_raw_responses_raise_the_typed_errors(client: Client, server: FakeServer) -> None:
+    with pytest.raises(NotFoundError):
+        client.with_raw_response.get_session(SID)
+    server.routes[("GET", f"/v1/sessions/{SID}")] = lambda _r: httpx.Response(200, text="not json")
+    with pytest.raises(ResponseValidationError):
+        client.with_raw_response.get_session(SID)
+    # A JSON body the contract does not allow is still readable raw; only parsing it fails
+    server.route("GET", f"/v1/sessions/{SID}", body={"no": "id"})
+    raw = client.with_raw_response.get_session(SID)
+    assert raw.json() == {"no": "id"}
+    with pytest.raises(ResponseValidationError):
+        raw.parse()
+
+
+def test_raw_message_post_carries_the_idempotency_key(client: Client, server: FakeServer) -> None:
+    server.route("POST", f"/v1/sessions/{SID}/events", 202, {"queued": True, "item_id": "m1"})
+    raw = client.with_raw_response.send_message(SID, "hi", tools="coding", idempotency_key="k1")
+    assert server.last.headers["idempotency-key"] == "k1"
+    assert "tools" in server.last_json()
+    assert raw.status_code == 202
+    assert raw.parse().item_id == "m1"
+
+
+def test_async_raw_responses() -> None:
+    server = FakeServer()
+    server.route("GET", "/v1/agents", body=_page([AGENT]))
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        return server(request)
+
+    async def main() -> None:
+        async with AsyncClient("http://sky.test", transport=httpx.MockTransport(handler)) as client:
+            raw = await client.with_raw_response.list_agents(limit=3)
+            assert dict(server.last.url.params) == {"limit": "3"}
+            assert raw.status_code == 200
+            assert raw.json()["data"][0]["id"] == AID
+            assert raw.parse().data[0].name == "coder"
+            with pytest.raises(NotFoundError):
+                await client.with_raw_response.get_agent("nope")
+
+    asyncio.run(main())
 
 
 # -------------------------------------------------------------------------- async
@@ -556,6 +627,6 @@ def test_async_client_endpoints_and_errors(monkeypatch: pytest.MonkeyPatch) -> N
             assert await client.send_message(SID, "hi", tools="coding") == "m1"
             assert "tools" in server.last_json()
             assert (await client.list_runners())[0].online is True
-        assert client._http.is_closed
+        assert client.is_closed
 
     asyncio.run(main())

@@ -307,3 +307,86 @@ def test_async_stream_gives_up_after_the_budget() -> None:
 
     asyncio.run(main())
     assert sleeps == [0.2, 0.4, 0.8]
+
+
+# ------------------------------------------------------------ releasing connections
+class RecordingStream(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """An SSE body that never ends by itself and records whether the client gave it back."""
+
+    def __init__(self) -> None:
+        self.closed = False
+        self.reads = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield HEARTBEAT
+        yield frame(1)
+        while not self.closed:  # a live tail: comments forever, as long as someone reads
+            self.reads += 1
+            yield b": keep-alive\n\n"
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for part in self:
+            yield part
+
+    def close(self) -> None:
+        self.closed = True
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+def _recording_server() -> tuple[ScriptedServer, RecordingStream]:
+    body = RecordingStream()
+    live = httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=body)
+    return ScriptedServer([live]), body
+
+
+def test_close_releases_the_http_connection() -> None:
+    # Given a stream reading a live connection
+    server, body = _recording_server()
+    with make_client(server, []) as client:
+        events = client.stream(SID, after=0)
+        assert ids(take(events, 2)) == [None, 1]
+        assert not body.closed
+        # When the caller closes the stream
+        events.close()
+        # Then the response is closed (its connection goes back to the pool), not left for the GC
+        assert body.closed
+        assert list(events) == []
+    assert server.cursors == ["0"]  # and it did not reconnect
+
+
+def test_leaving_the_stream_context_releases_the_http_connection() -> None:
+    server, body = _recording_server()
+    with make_client(server, []) as client:
+        with client.stream(SID, after=0) as events:
+            take(events, 2)
+            assert not body.closed
+        assert body.closed
+
+
+def test_async_close_releases_the_http_connection() -> None:
+    server, body = _recording_server()
+
+    async def main() -> None:
+        async with AsyncClient(
+            "http://sky.test", transport=httpx.MockTransport(server.handle_async)
+        ) as client:
+            events = client.stream(SID, after=0)
+            assert ids([await events.next_event(), await events.next_event()]) == [None, 1]
+            assert not body.closed
+            await events.aclose()
+            assert body.closed
+            assert [e async for e in events] == []
+
+            # and leaving ``async with`` releases a fresh one just the same
+            second = RecordingStream()
+            server.answers.append(
+                httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=second)
+            )
+            async with client.stream(SID, after=0) as again:
+                await again.next_event()
+                assert not second.closed
+            assert second.closed
+
+    asyncio.run(main())

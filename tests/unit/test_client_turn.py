@@ -574,3 +574,86 @@ def test_a_message_post_whose_answer_is_lost_is_resent_with_the_same_idempotency
     assert server.message_keys[0] == server.message_keys[1]
     assert first is not None
     turn.close()
+
+
+class _RefusesFirstMessagePosts(FakeSessionServer):
+    """Answers the first message posts with error statuses, then accepts; records each post's key."""
+
+    def __init__(self, script: list[dict[str, Any]], statuses: list[int]) -> None:
+        super().__init__(script)
+        self.statuses = list(statuses)
+        self.message_keys: list[str | None] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/events") and json.loads(request.content)["type"] == "message":
+            self.message_keys.append(request.headers.get("idempotency-key"))
+            if self.statuses:
+                status = self.statuses.pop(0)
+                return httpx.Response(status, json={"error": {"code": "x", "message": f"status {status}"}})
+        return super().__call__(request)
+
+
+def test_transient_message_failures_are_reposted_with_the_same_key_under_the_policy() -> None:
+    # Given a server that answers the first two message posts 502 and 429
+    server = _RefusesFirstMessagePosts([{"text": "hello"}], [502, 429])
+    sleeps: list[float] = []
+    client = Client(
+        "http://sky.test",
+        transport=httpx.MockTransport(server),
+        reconnect=ReconnectPolicy(sleep=sleeps.append),
+    )
+    # When a turn runs
+    with client:
+        result = client.session(SID).run("hi")
+    # Then the message went three times with one key, waiting the policy's backoff in between
+    assert result.status == "completed"
+    assert len(server.message_keys) == 3
+    assert len(set(server.message_keys)) == 1
+    assert server.message_keys[0]
+    assert sleeps == [0.2, 0.4]
+
+
+def test_a_message_refused_for_want_of_a_runner_is_not_reposted() -> None:
+    server = FakeSessionServer([{"text": "x"}])
+    server.post_status = 503
+    posts: list[str] = []
+
+    def recording(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/events"):
+            posts.append(request.method)
+        return server(request)
+
+    sleeps: list[float] = []
+    client = Client(
+        "http://sky.test",
+        transport=httpx.MockTransport(recording),
+        reconnect=ReconnectPolicy(sleep=sleeps.append),
+    )
+    with client, pytest.raises(RunnerUnavailableError):
+        client.session(SID).run("hi")
+    assert (posts, sleeps) == (["POST"], [])
+
+
+def test_async_transient_message_failures_are_reposted_with_the_same_key() -> None:
+    server = _RefusesFirstMessagePosts([{"text": "hello"}], [500])
+    sleeps: list[float] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        return server(request)
+
+    async def main() -> Any:
+        async with AsyncClient(
+            "http://sky.test",
+            transport=httpx.MockTransport(handler),
+            reconnect=ReconnectPolicy(sleep=fake_sleep),
+        ) as client:
+            return await client.session(SID).run("hi")
+
+    result = asyncio.run(main())
+    assert result.status == "completed"
+    assert len(server.message_keys) == 2
+    assert server.message_keys[0] == server.message_keys[1]
+    assert sleeps == [0.2]

@@ -1,15 +1,14 @@
-"""The few SDK calls the commands need beyond ``Client``'s public methods.
+"""Helpers the commands share on top of the SDK's public API.
 
 ``--json`` prints what the server answered, not a re-serialised model (list
-items are flat on the wire and folded by the SDK), so these helpers run the
-SDK's own request descriptions with an identity parser: same auth, same
-typed errors, raw body. The typed model is parsed from that body for tables.
+items are flat on the wire and folded by the SDK): the commands use
+``client.with_raw_response``, whose answers carry the JSON body as sent and
+parse the typed model from that same body for the tables.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 from skyloop.client import (
     APIConnectionError,
@@ -22,24 +21,8 @@ from skyloop.client import (
 
 if TYPE_CHECKING:
     from skyloop.client import Agent, Client
-    from skyloop.client._requests import ApiCall
 
-__all__ = ["describe_error", "find_agent", "raw"]
-
-T = TypeVar("T")
-
-
-def _identity(body: Any) -> Any:
-    return body
-
-
-def raw(client: Client, call: ApiCall[T]) -> tuple[Any, T]:
-    """``(raw JSON body, typed value)`` of one request."""
-    body = client._call(dataclasses.replace(call, parse=_identity))
-    try:
-        return body, call.parse(body)
-    except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
-        raise ResponseValidationError(f"{call.method} {call.path}: unexpected answer: {exc}") from exc
+__all__ = ["describe_error", "find_agent"]
 
 
 def find_agent(client: Client, name: str) -> Agent:

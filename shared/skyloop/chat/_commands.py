@@ -14,12 +14,11 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from skyloop.chat._api import describe_error, find_agent, raw
+from skyloop.chat._api import describe_error, find_agent
 from skyloop.chat._render import Renderer, Style
 from skyloop.chat._repl import CONFIRM_TOOLS, EXIT_ABORTED, ChatRepl
 from skyloop.chat._tables import agents_table, session_details, sessions_table
 from skyloop.client import Client, SkyloopClientError, ToolBox
-from skyloop.client import _requests as api
 
 if TYPE_CHECKING:
     import argparse
@@ -213,24 +212,16 @@ def sessions_command(
         base_url = client.base_url
         with client:
             if args.action == "ls":
-                body, page = raw(
-                    client,
-                    api.list_sessions(
-                        agent_name=args.agent,
-                        agent_id=None,
-                        limit=args.limit,
-                        after=None,
-                        order=None,
-                        include_archived=args.archived or None,
-                    ),
+                listed = client.with_raw_response.list_sessions(
+                    agent_name=args.agent, limit=args.limit, include_archived=args.archived or None
                 )
-                text = sessions_table(page.data)
+                body, text = listed.json(), sessions_table(listed.parse().data)
             elif args.action == "show":
-                body, snapshot = raw(client, api.get_session(args.session_id))
-                text = session_details(snapshot)
+                shown = client.with_raw_response.get_session(args.session_id)
+                body, text = shown.json(), session_details(shown.parse())
             else:  # rm
-                body, deleted = raw(client, api.delete_session(args.session_id))
-                text = f"deleted session {deleted.id}"
+                deleted = client.with_raw_response.delete_session(args.session_id)
+                body, text = deleted.json(), f"deleted session {deleted.parse().id}"
     except _FAILURES as exc:
         return _fail(exc, base_url, err=stderr)
     if args.json:
@@ -257,11 +248,15 @@ def agents_command(
         base_url = client.base_url
         with client:
             if args.action == "ls":
-                body, page = raw(client, api.list_agents(limit=args.limit, after=None, order=None))
-                text = agents_table(page.data)
+                listed = client.with_raw_response.list_agents(limit=args.limit)
+                body, text = listed.json(), agents_table(listed.parse().data)
             else:  # register
-                body, agent = raw(client, api.create_agent(args.file))
-                text = f"registered agent {agent.name} ({agent.id})\n\n{agents_table([agent])}"
+                registered = client.with_raw_response.create_agent(args.file)
+                agent = registered.parse()
+                body, text = (
+                    registered.json(),
+                    f"registered agent {agent.name} ({agent.id})\n\n{agents_table([agent])}",
+                )
     except _FAILURES as exc:
         return _fail(exc, base_url, err=stderr)
     if args.json:

@@ -3,14 +3,16 @@
 ``Client``/``AsyncClient`` cover every endpoint; ``client.stream()`` yields
 typed events and resumes after drops with ``Last-Event-ID``;
 ``client.session(id).send(text, tools=...)`` drives a whole turn, running the
-model's client-side tool calls locally and answering every one of them.
+model's client-side tool calls locally and answering every one of them;
+``client.with_raw_response.<method>(...)`` answers a ``RawResponse`` (status,
+headers, the JSON body as sent) for callers that must show the wire format.
 """
 
 from __future__ import annotations
 
 from skyloop.client._async_client import AsyncClient
 from skyloop.client._client import Client
-from skyloop.client._config import DEFAULT_URL, ReconnectPolicy
+from skyloop.client._config import DEFAULT_URL
 from skyloop.client._errors import (
     APIConnectionError,
     APIError,
@@ -28,6 +30,15 @@ from skyloop.client._errors import (
     StreamDisconnectedError,
     UnauthorizedError,
     UnsupportedMediaTypeError,
+)
+from skyloop.client._hooks import (
+    AsyncConfirmTool,
+    AsyncToolEndHook,
+    AsyncToolStartHook,
+    ConfirmTool,
+    ToolCall,
+    ToolEndHook,
+    ToolStartHook,
 )
 from skyloop.client._models import (
     Agent,
@@ -67,20 +78,15 @@ from skyloop.client._models import (
     is_terminal,
     parse_event,
 )
+from skyloop.client._raw import AsyncRawResponses, RawResponses
+from skyloop.client._retry import ReconnectPolicy
+from skyloop.client._session import AsyncSession, Session
 from skyloop.client._sse import ServerSentEvent, SSEDecoder
 from skyloop.client._stream import AsyncEventStream, EventStream
 from skyloop.client._tools import Tool, ToolBox, tool
-from skyloop.client._turn import (
-    AsyncSession,
-    AsyncTurn,
-    ConfirmTool,
-    Session,
-    ToolCall,
-    ToolEndHook,
-    ToolStartHook,
-    Turn,
-    TurnResult,
-)
+from skyloop.client._tracker import TurnResult
+from skyloop.client._transport import RawResponse
+from skyloop.client._turn import AsyncTurn, Turn
 
 __all__ = [
     "DEFAULT_URL",
@@ -90,8 +96,12 @@ __all__ = [
     "Agent",
     "AgentPage",
     "AsyncClient",
+    "AsyncConfirmTool",
     "AsyncEventStream",
+    "AsyncRawResponses",
     "AsyncSession",
+    "AsyncToolEndHook",
+    "AsyncToolStartHook",
     "AsyncTurn",
     "Client",
     "ConfigError",
@@ -116,6 +126,8 @@ __all__ = [
     "OutputTextDelta",
     "Page",
     "PayloadTooLargeError",
+    "RawResponse",
+    "RawResponses",
     "ReconnectPolicy",
     "ResponseCancelled",
     "ResponseCompleted",

@@ -1,23 +1,30 @@
-"""The asyncio client: the twin of ``Client``, method for method."""
+"""The asyncio client: the twin of ``Client``, method for method, over :class:`~skyloop.client._transport.AsyncTransport`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeVar
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from skyloop.client import _requests as api
-from skyloop.client._client import default_headers
-from skyloop.client._config import ReconnectPolicy, resolve_config
-from skyloop.client._errors import map_transport_errors
+from skyloop.client._raw import AsyncRawResponses
+from skyloop.client._retry import ReconnectPolicy
+from skyloop.client._session import AsyncSession
 from skyloop.client._stream import AsyncEventStream
-from skyloop.client._tools import ToolBox
-from skyloop.client._turn import AsyncSession
+from skyloop.client._transport import AsyncTransport
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from types import TracebackType
 
+    import httpx
+
+    from skyloop.client._hooks import (
+        AsyncConfirmTool,
+        AsyncToolEndHook,
+        AsyncToolStartHook,
+        ConfirmTool,
+        ToolEndHook,
+        ToolStartHook,
+    )
     from skyloop.client._models import (
         Agent,
         AgentPage,
@@ -33,10 +40,10 @@ if TYPE_CHECKING:
         SessionSnapshot,
         SessionSummary,
     )
-    from skyloop.client._requests import AgentSource, ApiCall
+    from skyloop.client._requests import AgentSource
     from skyloop.client._tools import ToolsSpec
 
-T = TypeVar("T")
+__all__ = ["AsyncClient"]
 
 
 class AsyncClient:
@@ -48,6 +55,7 @@ class AsyncClient:
         ...     async for event in session.send("Which Python files are here?"):
         ...         print(event.type)
         ...     result = await session.run("Thanks!")
+        ...     raw = await client.with_raw_response.get_session(session_id)
     """
 
     def __init__(
@@ -59,16 +67,11 @@ class AsyncClient:
         transport: httpx.AsyncBaseTransport | None = None,
         reconnect: ReconnectPolicy | None = None,
     ) -> None:
-        config = resolve_config(base_url, token)
-        self.base_url = config.base_url
+        self._transport = AsyncTransport(base_url, token=token, timeout=timeout, transport=transport)
+        self.base_url = self._transport.base_url
         self.timeout = timeout
         self.reconnect = reconnect or ReconnectPolicy()
-        self._http = httpx.AsyncClient(
-            base_url=config.base_url,
-            headers=default_headers(config.token),
-            timeout=timeout,
-            transport=transport,
-        )
+        self.with_raw_response = AsyncRawResponses(self._transport)
 
     def __repr__(self) -> str:
         return f"AsyncClient(base_url={self.base_url!r})"
@@ -81,23 +84,27 @@ class AsyncClient:
     ) -> None:
         await self.aclose()
 
-    async def aclose(self) -> None:
-        await self._http.aclose()
+    @property
+    def is_closed(self) -> bool:
+        """True once :meth:`aclose` ran; tool tasks still running then stop reporting errors."""
+        return self._transport.is_closed
 
-    async def _call(self, call: ApiCall[T]) -> T:
-        with map_transport_errors():
-            response = await self._http.request(call.method, call.path, **call.request_kwargs())
-        return api.read_response(call, response)
+    async def aclose(self) -> None:
+        """Close the connection pool; streams and turns of this client stop working."""
+        await self._transport.close()
 
     # -------------------------------------------------------------------- service
     async def health(self) -> Health:
-        return await self._call(api.health())
+        """The service's liveness answer (``GET /health``); needs no token."""
+        return await self._transport.send(api.health())
 
     async def list_runners(self) -> list[Runner]:
-        return await self._call(api.list_runners())
+        """The runners that can start turns, and whether each is online."""
+        return await self._transport.send(api.list_runners())
 
     async def runner_status(self, runner_id: str) -> RunnerStatus:
-        return await self._call(api.runner_status(runner_id))
+        """One runner's status: a session bound to an offline runner cannot start turns."""
+        return await self._transport.send(api.runner_status(runner_id))
 
     # --------------------------------------------------------------------- agents
     async def register_agent(
@@ -107,11 +114,11 @@ class AsyncClient:
 
         Creates a new agent version and its first idle session.
         """
-        return await self._call(api.register_agent(spec, title=title, labels=labels))
+        return await self._transport.send(api.register_agent(spec, title=title, labels=labels))
 
     async def create_agent(self, spec: AgentSource) -> Agent:
         """Register an agent version without a session (``POST /v1/agents``)."""
-        return await self._call(api.create_agent(spec))
+        return await self._transport.send(api.create_agent(spec))
 
     async def list_agents(
         self,
@@ -122,26 +129,25 @@ class AsyncClient:
         name: str | None = None,
     ) -> AgentPage:
         """Agents newest first; with ``name``, only the newest version of that name."""
-        return await self._call(api.list_agents(limit=limit, after=after, order=order, name=name))
+        return await self._transport.send(api.list_agents(limit=limit, after=after, order=order, name=name))
 
     async def iter_agents(self, *, order: str | None = None, page_size: int = 100) -> AsyncIterator[Agent]:
-        after: str | None = None
-        while True:
-            page = await self.list_agents(limit=page_size, after=after, order=order)
-            for agent in page.data:
-                yield agent
-            if not page.has_more or not page.last_id:
-                return
-            after = page.last_id
+        """Every agent, fetching pages as needed."""
+        pager = api.Pager(lambda after: api.list_agents(limit=page_size, after=after, order=order))
+        while (call := pager.next_call()) is not None:
+            for entry in pager.feed(await self._transport.send(call)):
+                yield entry
 
     async def get_agent(self, agent_id: str) -> Agent:
-        return await self._call(api.get_agent(agent_id))
+        """One agent version by id (registering again makes a new version, with a new id)."""
+        return await self._transport.send(api.get_agent(agent_id))
 
     # ------------------------------------------------------------------- sessions
     async def create_session(
         self, agent_id: str, *, title: str | None = None, labels: dict[str, str] | None = None
     ) -> SessionSnapshot:
-        return await self._call(api.create_session(agent_id, title=title, labels=labels))
+        """A new idle session of an agent version; nothing runs until a message is posted."""
+        return await self._transport.send(api.create_session(agent_id, title=title, labels=labels))
 
     async def list_sessions(
         self,
@@ -153,7 +159,8 @@ class AsyncClient:
         order: str | None = None,
         include_archived: bool | None = None,
     ) -> SessionPage:
-        return await self._call(
+        """One page of sessions, filtered by the keywords given (``None`` = no filter)."""
+        return await self._transport.send(
             api.list_sessions(
                 agent_name=agent_name,
                 agent_id=agent_id,
@@ -165,17 +172,15 @@ class AsyncClient:
         )
 
     async def iter_sessions(self, *, page_size: int = 100, **filters: Any) -> AsyncIterator[SessionSummary]:
-        after: str | None = None
-        while True:
-            page = await self.list_sessions(limit=page_size, after=after, **filters)
-            for summary in page.data:
-                yield summary
-            if not page.has_more or not page.last_id:
-                return
-            after = page.last_id
+        """Every session matching ``filters`` (:meth:`list_sessions`' keywords), fetching pages as needed."""
+        pager = api.Pager(lambda after: api.list_sessions(limit=page_size, after=after, **filters))
+        while (call := pager.next_call()) is not None:
+            for entry in pager.feed(await self._transport.send(call)):
+                yield entry
 
     async def get_session(self, session_id: str) -> SessionSnapshot:
-        return await self._call(api.get_session(session_id))
+        """The session's snapshot; its ``last_event_id`` is the cursor a live tail starts from."""
+        return await self._transport.send(api.get_session(session_id))
 
     async def update_session(
         self,
@@ -187,32 +192,32 @@ class AsyncClient:
         archived: bool | None = None,
     ) -> SessionSnapshot:
         """Change only the fields given; ``runner_id=""`` unbinds the runner."""
-        changes = api.update_changes(runner_id=runner_id, title=title, labels=labels, archived=archived)
-        return await self._call(api.update_session(session_id, changes))
+        return await self._transport.send(
+            api.update_session(session_id, runner_id=runner_id, title=title, labels=labels, archived=archived)
+        )
 
     async def delete_session(self, session_id: str) -> DeletedSession:
-        return await self._call(api.delete_session(session_id))
+        """Delete the session with its items and events (a running turn is stopped)."""
+        return await self._transport.send(api.delete_session(session_id))
 
     async def list_items(
         self, session_id: str, *, limit: int | None = None, after: str | None = None, order: str | None = None
     ) -> ItemPage:
-        return await self._call(api.list_items(session_id, limit=limit, after=after, order=order))
+        """One page of the session's items (messages, calls, outputs)."""
+        return await self._transport.send(api.list_items(session_id, limit=limit, after=after, order=order))
 
     async def iter_items(
         self, session_id: str, *, order: str | None = None, page_size: int = 100
     ) -> AsyncIterator[Item]:
         """Every item of the session, fetching pages as needed."""
-        after: str | None = None
-        while True:
-            page = await self.list_items(session_id, limit=page_size, after=after, order=order)
-            for item in page.data:
-                yield item
-            if not page.has_more or not page.last_id:
-                return
-            after = page.last_id
+        pager = api.Pager(lambda after: api.list_items(session_id, limit=page_size, after=after, order=order))
+        while (call := pager.next_call()) is not None:
+            for entry in pager.feed(await self._transport.send(call)):
+                yield entry
 
     async def get_session_agent(self, session_id: str) -> Agent:
-        return await self._call(api.get_session_agent(session_id))
+        """The agent version the session runs."""
+        return await self._transport.send(api.get_session_agent(session_id))
 
     # --------------------------------------------------------------------- events
     async def post_event(
@@ -224,9 +229,9 @@ class AsyncClient:
         tools: ToolsSpec = None,
         model_override: str | None = None,
     ) -> EventAccepted:
-        schemas = ToolBox.from_spec(tools).schemas() or None
-        return await self._call(
-            api.post_event(session_id, event_type, data, tools=schemas, model_override=model_override)
+        """Any session event; ``tools`` are only declared to the model (their schemas), not run."""
+        return await self._transport.send(
+            api.post_event(session_id, event_type, data, tools=tools, model_override=model_override)
         )
 
     async def send_message(
@@ -238,13 +243,16 @@ class AsyncClient:
         model_override: str | None = None,
         idempotency_key: str | None = None,
     ) -> str:
-        """Post a user message (only declaring ``tools``; use :meth:`session` to run them); returns its item id."""
-        schemas = ToolBox.from_spec(tools).schemas() or None
-        accepted = await self._call(
-            api.message_event(
+        """Post a user message (only declaring ``tools``; use :meth:`session` to run them); returns its item id.
+
+        One attempt: with ``idempotency_key`` the caller may safely post again
+        after a lost answer (``Session.send`` does, under :attr:`reconnect`).
+        """
+        accepted = await self._transport.send(
+            api.send_message(
                 session_id,
                 text,
-                tools=schemas,
+                tools=tools,
                 model_override=model_override,
                 idempotency_key=idempotency_key,
             )
@@ -253,11 +261,11 @@ class AsyncClient:
 
     async def submit_tool_output(self, session_id: str, call_id: str, output: str) -> EventAccepted:
         """Answer a parked call; sending the same output again is a harmless no-op."""
-        return await self._call(api.tool_output_event(session_id, call_id, output))
+        return await self._transport.send(api.submit_tool_output(session_id, call_id, output))
 
     async def interrupt(self, session_id: str) -> EventAccepted:
         """Stop the running turn (harmless when idle)."""
-        return await self._call(api.interrupt_event(session_id))
+        return await self._transport.send(api.interrupt(session_id))
 
     def stream(self, session_id: str, *, after: int | None = None) -> AsyncEventStream:
         """Typed events of the session; reconnects transparently and never repeats an event.
@@ -265,18 +273,18 @@ class AsyncClient:
         ``after=None`` starts at the session's current cursor (a live tail);
         ``after=N`` replays every retained event after ``N`` first.
         """
-        return AsyncEventStream(self, session_id, after=after, policy=self.reconnect)
+        return AsyncEventStream(self._transport, session_id, after=after, policy=self.reconnect)
 
     def session(
         self,
         session_id: str,
         *,
         tools: ToolsSpec = None,
-        confirm: Any = None,
-        on_tool_start: Any = None,
-        on_tool_end: Any = None,
+        confirm: ConfirmTool | AsyncConfirmTool | None = None,
+        on_tool_start: ToolStartHook | AsyncToolStartHook | None = None,
+        on_tool_end: ToolEndHook | AsyncToolEndHook | None = None,
     ) -> AsyncSession:
-        """A handle whose ``send``/``run`` drive whole turns; hooks may be sync or async."""
+        """A handle whose ``send``/``run`` drive whole turns; hooks may be plain or awaitable."""
         return AsyncSession(
             self,
             session_id,

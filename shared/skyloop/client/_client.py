@@ -1,23 +1,29 @@
-"""The synchronous client: one method per endpoint, typed answers, typed errors."""
+"""The synchronous client: one method per endpoint, typed answers, typed errors.
+
+Each method describes its request with the endpoint builder of the same name
+in ``_requests`` and sends it through :class:`~skyloop.client._transport.SyncTransport`;
+:class:`~skyloop.client.AsyncClient` is the same, awaited. A unit test keeps
+the two signatures identical.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from skyloop import __version__
 from skyloop.client import _requests as api
-from skyloop.client._config import ReconnectPolicy, resolve_config
-from skyloop.client._errors import map_transport_errors
+from skyloop.client._raw import RawResponses
+from skyloop.client._retry import ReconnectPolicy
+from skyloop.client._session import Session
 from skyloop.client._stream import EventStream
-from skyloop.client._tools import ToolBox
-from skyloop.client._turn import Session
+from skyloop.client._transport import SyncTransport
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from types import TracebackType
 
+    import httpx
+
+    from skyloop.client._hooks import ConfirmTool, ToolEndHook, ToolStartHook
     from skyloop.client._models import (
         Agent,
         AgentPage,
@@ -33,20 +39,10 @@ if TYPE_CHECKING:
         SessionSnapshot,
         SessionSummary,
     )
-    from skyloop.client._requests import AgentSource, ApiCall
+    from skyloop.client._requests import AgentSource
     from skyloop.client._tools import ToolsSpec
-    from skyloop.client._turn import ConfirmTool, ToolEndHook, ToolStartHook
 
-T = TypeVar("T")
-
-USER_AGENT = f"skyloop-client/{__version__}"
-
-
-def default_headers(token: str | None) -> dict[str, str]:
-    headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    return headers
+__all__ = ["Client"]
 
 
 class Client:
@@ -58,7 +54,11 @@ class Client:
         token: bearer token; default ``$SKYLOOP_TOKEN``, then the config file's ``token``.
         timeout: seconds for connect/read/write of ordinary requests.
         transport: an ``httpx`` transport, e.g. ``httpx.MockTransport`` in tests.
-        reconnect: how streams resume after drops (:class:`ReconnectPolicy`).
+        reconnect: the retry policy (:class:`ReconnectPolicy`): how streams resume
+            after drops and how turns re-post messages and tool outputs.
+
+    ``with_raw_response`` offers the same endpoints answering a
+    :class:`RawResponse` (status, headers, the JSON body as sent).
 
     Examples:
         >>> from skyloop.client import Client, OutputTextDelta
@@ -75,6 +75,8 @@ class Client:
         >>> with client.stream(session_id, after=0) as events:  # replay everything, then live
         ...     for event in events:
         ...         print(event.event_id, event.type)
+        >>> raw = client.with_raw_response.get_session(session_id)
+        >>> raw.status_code, raw.json()["status"]
     """
 
     def __init__(
@@ -86,16 +88,11 @@ class Client:
         transport: httpx.BaseTransport | None = None,
         reconnect: ReconnectPolicy | None = None,
     ) -> None:
-        config = resolve_config(base_url, token)
-        self.base_url = config.base_url
+        self._transport = SyncTransport(base_url, token=token, timeout=timeout, transport=transport)
+        self.base_url = self._transport.base_url
         self.timeout = timeout
         self.reconnect = reconnect or ReconnectPolicy()
-        self._http = httpx.Client(
-            base_url=config.base_url,
-            headers=default_headers(config.token),
-            timeout=timeout,
-            transport=transport,
-        )
+        self.with_raw_response = RawResponses(self._transport)
 
     def __repr__(self) -> str:
         return f"Client(base_url={self.base_url!r})"
@@ -108,23 +105,27 @@ class Client:
     ) -> None:
         self.close()
 
-    def close(self) -> None:
-        self._http.close()
+    @property
+    def is_closed(self) -> bool:
+        """True once :meth:`close` ran; tool workers still running then stop reporting errors."""
+        return self._transport.is_closed
 
-    def _call(self, call: ApiCall[T]) -> T:
-        with map_transport_errors():
-            response = self._http.request(call.method, call.path, **call.request_kwargs())
-        return api.read_response(call, response)
+    def close(self) -> None:
+        """Close the connection pool; streams and turns of this client stop working."""
+        self._transport.close()
 
     # -------------------------------------------------------------------- service
     def health(self) -> Health:
-        return self._call(api.health())
+        """The service's liveness answer (``GET /health``); needs no token."""
+        return self._transport.send(api.health())
 
     def list_runners(self) -> list[Runner]:
-        return self._call(api.list_runners())
+        """The runners that can start turns, and whether each is online."""
+        return self._transport.send(api.list_runners())
 
     def runner_status(self, runner_id: str) -> RunnerStatus:
-        return self._call(api.runner_status(runner_id))
+        """One runner's status: a session bound to an offline runner cannot start turns."""
+        return self._transport.send(api.runner_status(runner_id))
 
     # --------------------------------------------------------------------- agents
     def register_agent(
@@ -134,11 +135,11 @@ class Client:
 
         Creates a new agent version and its first idle session.
         """
-        return self._call(api.register_agent(spec, title=title, labels=labels))
+        return self._transport.send(api.register_agent(spec, title=title, labels=labels))
 
     def create_agent(self, spec: AgentSource) -> Agent:
         """Register an agent version without a session (``POST /v1/agents``)."""
-        return self._call(api.create_agent(spec))
+        return self._transport.send(api.create_agent(spec))
 
     def list_agents(
         self,
@@ -149,25 +150,24 @@ class Client:
         name: str | None = None,
     ) -> AgentPage:
         """Agents newest first; with ``name``, only the newest version of that name."""
-        return self._call(api.list_agents(limit=limit, after=after, order=order, name=name))
+        return self._transport.send(api.list_agents(limit=limit, after=after, order=order, name=name))
 
     def iter_agents(self, *, order: str | None = None, page_size: int = 100) -> Iterator[Agent]:
-        after: str | None = None
-        while True:
-            page = self.list_agents(limit=page_size, after=after, order=order)
-            yield from page.data
-            if not page.has_more or not page.last_id:
-                return
-            after = page.last_id
+        """Every agent, fetching pages as needed."""
+        pager = api.Pager(lambda after: api.list_agents(limit=page_size, after=after, order=order))
+        while (call := pager.next_call()) is not None:
+            yield from pager.feed(self._transport.send(call))
 
     def get_agent(self, agent_id: str) -> Agent:
-        return self._call(api.get_agent(agent_id))
+        """One agent version by id (registering again makes a new version, with a new id)."""
+        return self._transport.send(api.get_agent(agent_id))
 
     # ------------------------------------------------------------------- sessions
     def create_session(
         self, agent_id: str, *, title: str | None = None, labels: dict[str, str] | None = None
     ) -> SessionSnapshot:
-        return self._call(api.create_session(agent_id, title=title, labels=labels))
+        """A new idle session of an agent version; nothing runs until a message is posted."""
+        return self._transport.send(api.create_session(agent_id, title=title, labels=labels))
 
     def list_sessions(
         self,
@@ -179,7 +179,8 @@ class Client:
         order: str | None = None,
         include_archived: bool | None = None,
     ) -> SessionPage:
-        return self._call(
+        """One page of sessions, filtered by the keywords given (``None`` = no filter)."""
+        return self._transport.send(
             api.list_sessions(
                 agent_name=agent_name,
                 agent_id=agent_id,
@@ -191,16 +192,14 @@ class Client:
         )
 
     def iter_sessions(self, *, page_size: int = 100, **filters: Any) -> Iterator[SessionSummary]:
-        after: str | None = None
-        while True:
-            page = self.list_sessions(limit=page_size, after=after, **filters)
-            yield from page.data
-            if not page.has_more or not page.last_id:
-                return
-            after = page.last_id
+        """Every session matching ``filters`` (:meth:`list_sessions`' keywords), fetching pages as needed."""
+        pager = api.Pager(lambda after: api.list_sessions(limit=page_size, after=after, **filters))
+        while (call := pager.next_call()) is not None:
+            yield from pager.feed(self._transport.send(call))
 
     def get_session(self, session_id: str) -> SessionSnapshot:
-        return self._call(api.get_session(session_id))
+        """The session's snapshot; its ``last_event_id`` is the cursor a live tail starts from."""
+        return self._transport.send(api.get_session(session_id))
 
     def update_session(
         self,
@@ -212,31 +211,31 @@ class Client:
         archived: bool | None = None,
     ) -> SessionSnapshot:
         """Change only the fields given; ``runner_id=""`` unbinds the runner."""
-        changes = api.update_changes(runner_id=runner_id, title=title, labels=labels, archived=archived)
-        return self._call(api.update_session(session_id, changes))
+        return self._transport.send(
+            api.update_session(session_id, runner_id=runner_id, title=title, labels=labels, archived=archived)
+        )
 
     def delete_session(self, session_id: str) -> DeletedSession:
-        return self._call(api.delete_session(session_id))
+        """Delete the session with its items and events (a running turn is stopped)."""
+        return self._transport.send(api.delete_session(session_id))
 
     def list_items(
         self, session_id: str, *, limit: int | None = None, after: str | None = None, order: str | None = None
     ) -> ItemPage:
-        return self._call(api.list_items(session_id, limit=limit, after=after, order=order))
+        """One page of the session's items (messages, calls, outputs)."""
+        return self._transport.send(api.list_items(session_id, limit=limit, after=after, order=order))
 
     def iter_items(
         self, session_id: str, *, order: str | None = None, page_size: int = 100
     ) -> Iterator[Item]:
         """Every item of the session, fetching pages as needed."""
-        after: str | None = None
-        while True:
-            page = self.list_items(session_id, limit=page_size, after=after, order=order)
-            yield from page.data
-            if not page.has_more or not page.last_id:
-                return
-            after = page.last_id
+        pager = api.Pager(lambda after: api.list_items(session_id, limit=page_size, after=after, order=order))
+        while (call := pager.next_call()) is not None:
+            yield from pager.feed(self._transport.send(call))
 
     def get_session_agent(self, session_id: str) -> Agent:
-        return self._call(api.get_session_agent(session_id))
+        """The agent version the session runs."""
+        return self._transport.send(api.get_session_agent(session_id))
 
     # --------------------------------------------------------------------- events
     def post_event(
@@ -248,9 +247,9 @@ class Client:
         tools: ToolsSpec = None,
         model_override: str | None = None,
     ) -> EventAccepted:
-        schemas = ToolBox.from_spec(tools).schemas() or None
-        return self._call(
-            api.post_event(session_id, event_type, data, tools=schemas, model_override=model_override)
+        """Any session event; ``tools`` are only declared to the model (their schemas), not run."""
+        return self._transport.send(
+            api.post_event(session_id, event_type, data, tools=tools, model_override=model_override)
         )
 
     def send_message(
@@ -262,13 +261,16 @@ class Client:
         model_override: str | None = None,
         idempotency_key: str | None = None,
     ) -> str:
-        """Post a user message (only declaring ``tools``; use :meth:`session` to run them); returns its item id."""
-        schemas = ToolBox.from_spec(tools).schemas() or None
-        accepted = self._call(
-            api.message_event(
+        """Post a user message (only declaring ``tools``; use :meth:`session` to run them); returns its item id.
+
+        One attempt: with ``idempotency_key`` the caller may safely post again
+        after a lost answer (``Session.send`` does, under :attr:`reconnect`).
+        """
+        accepted = self._transport.send(
+            api.send_message(
                 session_id,
                 text,
-                tools=schemas,
+                tools=tools,
                 model_override=model_override,
                 idempotency_key=idempotency_key,
             )
@@ -277,11 +279,11 @@ class Client:
 
     def submit_tool_output(self, session_id: str, call_id: str, output: str) -> EventAccepted:
         """Answer a parked call; sending the same output again is a harmless no-op."""
-        return self._call(api.tool_output_event(session_id, call_id, output))
+        return self._transport.send(api.submit_tool_output(session_id, call_id, output))
 
     def interrupt(self, session_id: str) -> EventAccepted:
         """Stop the running turn (harmless when idle)."""
-        return self._call(api.interrupt_event(session_id))
+        return self._transport.send(api.interrupt(session_id))
 
     def stream(self, session_id: str, *, after: int | None = None) -> EventStream:
         """Typed events of the session; reconnects transparently and never repeats an event.
@@ -289,7 +291,7 @@ class Client:
         ``after=None`` starts at the session's current cursor (a live tail);
         ``after=N`` replays every retained event after ``N`` first.
         """
-        return EventStream(self, session_id, after=after, policy=self.reconnect)
+        return EventStream(self._transport, session_id, after=after, policy=self.reconnect)
 
     def session(
         self,

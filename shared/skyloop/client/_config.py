@@ -12,14 +12,15 @@ endpoint never leaks it.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skyloop.client._errors import ConfigError
+from skyloop.client._retry import ReconnectPolicy  # re-exported: it used to live here
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Mapping
 
 __all__ = ["DEFAULT_URL", "ReconnectPolicy", "ResolvedConfig", "config_path", "resolve_config"]
 
@@ -34,30 +35,6 @@ class ResolvedConfig:
     base_url: str
     token: str | None
     config_file: Path | None = None
-
-
-@dataclass(frozen=True)
-class ReconnectPolicy:
-    """How a stream resumes after a drop: exponential backoff, then give up.
-
-    ``max_failures`` counts consecutive failed attempts; any connection that
-    delivers its first frame resets the count. ``read_timeout`` must exceed
-    the server's heartbeat interval (15 s) so a silent, half-dead connection
-    is noticed and replaced.
-    """
-
-    initial_delay: float = 0.2
-    max_delay: float = 5.0
-    max_failures: int = 10
-    read_timeout: float = 60.0
-    sleep: Callable[[float], Any] | None = field(default=None, compare=False)
-    """Injected sleep (``time.sleep``-like for ``Client``, awaitable for ``AsyncClient``); for tests."""
-
-    def delay(self, failures: int) -> float:
-        """Seconds to wait before attempt number ``failures + 1``."""
-        if failures <= 0:
-            return 0.0
-        return min(self.initial_delay * (2 ** (failures - 1)), self.max_delay)
 
 
 def config_path(env: Mapping[str, str] | None = None) -> Path:

@@ -1,7 +1,11 @@
 """Every endpoint as a plain description (method, path, body, parser), shared by both clients.
 
-Building requests and parsing answers here, with no I/O, keeps ``Client`` and
-``AsyncClient`` to a few lines per method and guarantees the twins agree.
+This is the I/O-free half of the transport: building requests and reading
+answers happen here, so ``Client`` and ``AsyncClient`` are one line per
+method and cannot disagree. Each endpoint builder is named and called exactly
+like the client method it serves (``api.get_session(sid)`` describes what
+``client.get_session(sid)`` sends), which is also what lets
+``client.with_raw_response`` offer every endpoint without a third copy.
 """
 
 from __future__ import annotations
@@ -25,16 +29,20 @@ from skyloop.client._models import (
     EventAccepted,
     Health,
     ItemPage,
+    Page,
     Runner,
     RunnerStatus,
     SessionPage,
     SessionSnapshot,
 )
+from skyloop.client._tools import ToolBox
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     import httpx
+
+    from skyloop.client._tools import ToolsSpec
 
 T = TypeVar("T")
 
@@ -42,6 +50,7 @@ AgentSource = dict[str, Any] | str | os.PathLike[str]
 """An agent spec dict, or a path to a ``<name>.yaml`` file or a directory bundle with ``config.yaml``."""
 
 SKIPPED_DIRS = frozenset({"__pycache__", ".git", ".venv", "node_modules"})
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,11 @@ class ApiCall(Generic[T]):
     files: dict[str, tuple[str, bytes, str]] | None = None
     headers: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def idempotency_key(self) -> str | None:
+        """The key that makes re-sending this request safe, if it carries one."""
+        return self.headers.get(IDEMPOTENCY_HEADER)
+
     def request_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"headers": self.headers}
         if self.params:
@@ -69,20 +83,53 @@ class ApiCall(Generic[T]):
         return kwargs
 
 
-def read_response(call: ApiCall[T], response: httpx.Response) -> T:
-    """Raise the typed error for an error status; otherwise parse the JSON body."""
+def decode_json(call: ApiCall[Any], response: httpx.Response) -> Any:
+    """The JSON body of a read answer; the typed error for an error status."""
     if response.status_code >= 400:
         raise error_from_response(response.status_code, response.content)
     try:
-        body = response.json()
+        return response.json()
     except ValueError as exc:
         raise ResponseValidationError(
             f"{call.method} {call.path}: answer is not JSON ({response.status_code})"
         ) from exc
+
+
+def parse_body(call: ApiCall[T], body: Any) -> T:
+    """The model for a decoded body; a body the contract does not allow is a ``ResponseValidationError``."""
     try:
         return call.parse(body)
     except (ValidationError, ValueError, TypeError) as exc:
         raise ResponseValidationError(f"{call.method} {call.path}: unexpected answer: {exc}") from exc
+
+
+def read_response(call: ApiCall[T], response: httpx.Response) -> T:
+    """Raise the typed error for an error status; otherwise parse the JSON body."""
+    return parse_body(call, decode_json(call, response))
+
+
+class Pager(Generic[T]):
+    """Walks a cursor-paginated list without doing I/O: send :meth:`next_call`, :meth:`feed` back the page.
+
+    Both clients' ``iter_*`` methods are this loop around their own send, so
+    the paging rule (follow ``last_id`` while ``has_more``) lives once.
+    """
+
+    def __init__(self, build: Callable[[str | None], ApiCall[Page[T]]]) -> None:
+        self._build = build
+        self._after: str | None = None
+        self._done = False
+
+    def next_call(self) -> ApiCall[Page[T]] | None:
+        """The request for the next page, or ``None`` after the last one."""
+        return None if self._done else self._build(self._after)
+
+    def feed(self, page: Page[T]) -> list[T]:
+        """The page's entries; remembers where the next page starts."""
+        if not page.has_more or not page.last_id:
+            self._done = True
+        self._after = page.last_id
+        return page.data
 
 
 def _seg(value: str) -> str:
@@ -94,105 +141,14 @@ def _bool(value: bool | None) -> str | None:
     return None if value is None else ("true" if value else "false")
 
 
+def _schemas(tools: ToolsSpec) -> list[dict[str, Any]] | None:
+    """The function-tool schemas a message declares (``None``: declare nothing)."""
+    return ToolBox.from_spec(tools).schemas() or None
+
+
 # ------------------------------------------------------------------------ endpoints
 def health() -> ApiCall[Health]:
     return ApiCall("GET", "/health", Health.model_validate)
-
-
-def create_session(
-    agent_id: str, *, title: str | None, labels: dict[str, str] | None
-) -> ApiCall[SessionSnapshot]:
-    body: dict[str, Any] = {"agent_id": agent_id}
-    if title is not None:
-        body["title"] = title
-    if labels is not None:
-        body["labels"] = labels
-    return ApiCall("POST", "/v1/sessions", SessionSnapshot.model_validate, json=body)
-
-
-def register_agent(
-    source: AgentSource, *, title: str | None, labels: dict[str, str] | None
-) -> ApiCall[CreatedSession]:
-    metadata: dict[str, Any] = {}
-    if title is not None:
-        metadata["title"] = title
-    if labels is not None:
-        metadata["labels"] = labels
-    name, bundle = build_bundle(source)
-    return ApiCall(
-        "POST",
-        "/v1/sessions",
-        CreatedSession.model_validate,
-        data={"metadata": json.dumps(metadata)},
-        files={"bundle": (name, bundle, "application/gzip")},
-    )
-
-
-def create_agent(source: AgentSource) -> ApiCall[Agent]:
-    if isinstance(source, dict):
-        return ApiCall("POST", "/v1/agents", Agent.model_validate, json=source)
-    name, bundle = build_bundle(source)
-    return ApiCall(
-        "POST",
-        "/v1/agents",
-        Agent.model_validate,
-        data={},
-        files={"bundle": (name, bundle, "application/gzip")},
-    )
-
-
-def list_agents(
-    *, limit: int | None, after: str | None, order: str | None, name: str | None = None
-) -> ApiCall[AgentPage]:
-    params = {"limit": limit, "after": after, "order": order, "name": name}
-    return ApiCall("GET", "/v1/agents", AgentPage.model_validate, params=params)
-
-
-def get_agent(agent_id: str) -> ApiCall[Agent]:
-    return ApiCall("GET", f"/v1/agents/{_seg(agent_id)}", Agent.model_validate)
-
-
-def list_sessions(
-    *,
-    agent_name: str | None,
-    agent_id: str | None,
-    limit: int | None,
-    after: str | None,
-    order: str | None,
-    include_archived: bool | None,
-) -> ApiCall[SessionPage]:
-    params = {
-        "agent_name": agent_name,
-        "agent_id": agent_id,
-        "limit": limit,
-        "after": after,
-        "order": order,
-        "include_archived": _bool(include_archived),
-    }
-    return ApiCall("GET", "/v1/sessions", SessionPage.model_validate, params=params)
-
-
-def get_session(session_id: str) -> ApiCall[SessionSnapshot]:
-    return ApiCall("GET", f"/v1/sessions/{_seg(session_id)}", SessionSnapshot.model_validate)
-
-
-def update_session(session_id: str, changes: dict[str, Any]) -> ApiCall[SessionSnapshot]:
-    return ApiCall("PATCH", f"/v1/sessions/{_seg(session_id)}", SessionSnapshot.model_validate, json=changes)
-
-
-def delete_session(session_id: str) -> ApiCall[DeletedSession]:
-    return ApiCall("DELETE", f"/v1/sessions/{_seg(session_id)}", DeletedSession.model_validate)
-
-
-def list_items(
-    session_id: str, *, limit: int | None, after: str | None, order: str | None
-) -> ApiCall[ItemPage]:
-    params = {"limit": limit, "after": after, "order": order}
-    return ApiCall("GET", f"/v1/sessions/{_seg(session_id)}/items", ItemPage.model_validate, params=params)
-
-
-def get_session_agent(session_id: str) -> ApiCall[Agent]:
-    return ApiCall("GET", f"/v1/sessions/{_seg(session_id)}/agent", Agent.model_validate)
 
 
 def _runners(body: Any) -> list[Runner]:
@@ -210,27 +166,142 @@ def runner_status(runner_id: str) -> ApiCall[RunnerStatus]:
     return ApiCall("GET", f"/v1/runners/{_seg(runner_id)}/status", RunnerStatus.model_validate)
 
 
+def register_agent(
+    spec: AgentSource, *, title: str | None = None, labels: dict[str, str] | None = None
+) -> ApiCall[CreatedSession]:
+    """Upload an agent bundle: a new agent version and its first idle session (``POST /v1/sessions``)."""
+    metadata: dict[str, Any] = {}
+    if title is not None:
+        metadata["title"] = title
+    if labels is not None:
+        metadata["labels"] = labels
+    name, bundle = build_bundle(spec)
+    return ApiCall(
+        "POST",
+        "/v1/sessions",
+        CreatedSession.model_validate,
+        data={"metadata": json.dumps(metadata)},
+        files={"bundle": (name, bundle, "application/gzip")},
+    )
+
+
+def create_agent(spec: AgentSource) -> ApiCall[Agent]:
+    """Register an agent version without a session (``POST /v1/agents``)."""
+    if isinstance(spec, dict):
+        return ApiCall("POST", "/v1/agents", Agent.model_validate, json=spec)
+    name, bundle = build_bundle(spec)
+    return ApiCall(
+        "POST",
+        "/v1/agents",
+        Agent.model_validate,
+        data={},
+        files={"bundle": (name, bundle, "application/gzip")},
+    )
+
+
+def list_agents(
+    *,
+    limit: int | None = None,
+    after: str | None = None,
+    order: str | None = None,
+    name: str | None = None,
+) -> ApiCall[AgentPage]:
+    """Agents newest first; with ``name``, only the newest version of that name."""
+    params = {"limit": limit, "after": after, "order": order, "name": name}
+    return ApiCall("GET", "/v1/agents", AgentPage.model_validate, params=params)
+
+
+def get_agent(agent_id: str) -> ApiCall[Agent]:
+    return ApiCall("GET", f"/v1/agents/{_seg(agent_id)}", Agent.model_validate)
+
+
+def create_session(
+    agent_id: str, *, title: str | None = None, labels: dict[str, str] | None = None
+) -> ApiCall[SessionSnapshot]:
+    body: dict[str, Any] = {"agent_id": agent_id}
+    if title is not None:
+        body["title"] = title
+    if labels is not None:
+        body["labels"] = labels
+    return ApiCall("POST", "/v1/sessions", SessionSnapshot.model_validate, json=body)
+
+
+def list_sessions(
+    *,
+    agent_name: str | None = None,
+    agent_id: str | None = None,
+    limit: int | None = None,
+    after: str | None = None,
+    order: str | None = None,
+    include_archived: bool | None = None,
+) -> ApiCall[SessionPage]:
+    params = {
+        "agent_name": agent_name,
+        "agent_id": agent_id,
+        "limit": limit,
+        "after": after,
+        "order": order,
+        "include_archived": _bool(include_archived),
+    }
+    return ApiCall("GET", "/v1/sessions", SessionPage.model_validate, params=params)
+
+
+def get_session(session_id: str) -> ApiCall[SessionSnapshot]:
+    return ApiCall("GET", f"/v1/sessions/{_seg(session_id)}", SessionSnapshot.model_validate)
+
+
+def update_session(
+    session_id: str,
+    *,
+    runner_id: str | None = None,
+    title: str | None = None,
+    labels: dict[str, str] | None = None,
+    archived: bool | None = None,
+) -> ApiCall[SessionSnapshot]:
+    """Change only the fields given; ``runner_id=""`` unbinds the runner."""
+    candidates = {"runner_id": runner_id, "title": title, "labels": labels, "archived": archived}
+    changes = {k: v for k, v in candidates.items() if v is not None}
+    return ApiCall("PATCH", f"/v1/sessions/{_seg(session_id)}", SessionSnapshot.model_validate, json=changes)
+
+
+def delete_session(session_id: str) -> ApiCall[DeletedSession]:
+    return ApiCall("DELETE", f"/v1/sessions/{_seg(session_id)}", DeletedSession.model_validate)
+
+
+def list_items(
+    session_id: str, *, limit: int | None = None, after: str | None = None, order: str | None = None
+) -> ApiCall[ItemPage]:
+    params = {"limit": limit, "after": after, "order": order}
+    return ApiCall("GET", f"/v1/sessions/{_seg(session_id)}/items", ItemPage.model_validate, params=params)
+
+
+def get_session_agent(session_id: str) -> ApiCall[Agent]:
+    return ApiCall("GET", f"/v1/sessions/{_seg(session_id)}/agent", Agent.model_validate)
+
+
 def post_event(
     session_id: str,
     event_type: str,
     data: dict[str, Any] | None = None,
     *,
-    tools: list[dict[str, Any]] | None = None,
+    tools: ToolsSpec = None,
     model_override: str | None = None,
 ) -> ApiCall[EventAccepted]:
+    """Any session event; ``tools`` are declared to the model (their schemas), not run."""
     body: dict[str, Any] = {"type": event_type, "data": data or {}}
-    if tools:
-        body["tools"] = tools
+    schemas = _schemas(tools)
+    if schemas:
+        body["tools"] = schemas
     if model_override is not None:
         body["model_override"] = model_override
     return ApiCall("POST", f"/v1/sessions/{_seg(session_id)}/events", EventAccepted.model_validate, json=body)
 
 
-def message_event(
+def send_message(
     session_id: str,
     text: str,
     *,
-    tools: list[dict[str, Any]] | None,
+    tools: ToolsSpec = None,
     model_override: str | None = None,
     idempotency_key: str | None = None,
 ) -> ApiCall[EventAccepted]:
@@ -238,24 +309,18 @@ def message_event(
     data = {"role": "user", "content": [{"type": "input_text", "text": text}]}
     call = post_event(session_id, "message", data, tools=tools, model_override=model_override)
     if idempotency_key:
-        call.headers["Idempotency-Key"] = idempotency_key
+        call.headers[IDEMPOTENCY_HEADER] = idempotency_key
     return call
 
 
-def tool_output_event(session_id: str, call_id: str, output: str) -> ApiCall[EventAccepted]:
+def submit_tool_output(session_id: str, call_id: str, output: str) -> ApiCall[EventAccepted]:
+    """Answer a parked call; the server ignores the same output sent again, so re-posting is safe."""
     return post_event(session_id, "function_call_output", {"call_id": call_id, "output": output})
 
 
-def interrupt_event(session_id: str) -> ApiCall[EventAccepted]:
+def interrupt(session_id: str) -> ApiCall[EventAccepted]:
+    """Stop the running turn (harmless when idle)."""
     return post_event(session_id, "interrupt")
-
-
-def update_changes(
-    *, runner_id: str | None, title: str | None, labels: dict[str, str] | None, archived: bool | None
-) -> dict[str, Any]:
-    """Only the fields given; ``runner_id=""`` unbinds the runner."""
-    candidates = {"runner_id": runner_id, "title": title, "labels": labels, "archived": archived}
-    return {k: v for k, v in candidates.items() if v is not None}
 
 
 def stream_path(session_id: str) -> str:

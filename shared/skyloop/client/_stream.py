@@ -1,39 +1,33 @@
 """Live session streams that survive drops: resume with ``Last-Event-ID``, never yield an event twice.
 
-:class:`StreamCursor` holds the I/O-free part (cursor, dedupe, backoff budget)
-shared by the sync :class:`EventStream` and the async :class:`AsyncEventStream`.
-Both are resumable iterators: if a read is abandoned mid-way (Ctrl-C, task
-cancellation), the next call reconnects from the last delivered id instead of
-trusting a half-read connection.
+:class:`StreamCursor` holds the I/O-free part (cursor, dedupe, the retry
+policy's backoff) and :class:`_StreamState` the bookkeeping both iterators
+share; the sync :class:`EventStream` and the async :class:`AsyncEventStream`
+only read chunks and connect through their transport. Both are resumable
+iterators: if a read is abandoned mid-way (Ctrl-C, task cancellation), the
+next call reconnects from the last delivered id instead of trusting a
+half-read connection.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from skyloop.client._errors import (
-    APIConnectionError,
-    StreamDisconnectedError,
-    error_from_response,
-    is_retryable_status,
-)
+from skyloop.client._errors import APIError, StreamDisconnectedError
 from skyloop.client._models import parse_event
 from skyloop.client._requests import get_session, stream_path
+from skyloop.client._retry import apause, pause
 from skyloop.client._sse import ServerSentEvent, SSEDecoder
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
     from types import TracebackType
 
-    from skyloop.client._async_client import AsyncClient
-    from skyloop.client._client import Client
-    from skyloop.client._config import ReconnectPolicy
+    from skyloop.client._retry import ReconnectPolicy
+    from skyloop.client._transport import AsyncTransport, SyncTransport
 
 __all__ = ["AsyncEventStream", "EventStream", "StreamCursor"]
 
@@ -48,19 +42,29 @@ class StreamCursor:
 
     def __init__(self, policy: ReconnectPolicy, after: int | None) -> None:
         self.policy = policy
+        self.backoff = policy.backoff()
         self.last_event_id: int | None = after
-        self.failures = 0
         self.reconnects = 0
         self.connections = 0
         self.decoder = SSEDecoder()
         self.got_frame = False
         self.delay = 0.0
 
+    @property
+    def failures(self) -> int:
+        """Consecutive failed connection attempts so far."""
+        return self.backoff.failures
+
     def headers(self) -> dict[str, str]:
         headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
         if self.last_event_id is not None:
             headers["Last-Event-ID"] = str(self.last_event_id)
         return headers
+
+    def take_delay(self) -> float:
+        """Seconds to wait before the next connection attempt (then zero until the next failure)."""
+        delay, self.delay = self.delay, 0.0
+        return delay
 
     def connected(self) -> None:
         if self.connections:
@@ -73,7 +77,7 @@ class StreamCursor:
         """The typed event for ``sse``, or ``None`` if it repeats one already delivered."""
         if not self.got_frame:
             self.got_frame = True
-            self.failures = 0  # a working connection resets the budget
+            self.backoff.reset()  # a working connection resets the budget
         seq = int(sse.id) if sse.id is not None and sse.id.isdigit() else None
         if seq is not None:
             if self.last_event_id is not None and seq <= self.last_event_id:
@@ -94,57 +98,71 @@ class StreamCursor:
         if error is None and self.got_frame and self.decoder.closing_hint:
             self.delay = 0.0
             return
-        self.failures += 1
-        if self.failures > self.policy.max_failures:
+        delay = self.backoff.failed()
+        if delay is None:
             reason = f": {error}" if error else ""
             raise StreamDisconnectedError(
                 f"stream lost and {self.policy.max_failures} reconnect attempts failed{reason}"
             ) from error
-        self.delay = self.policy.delay(self.failures)
+        self.delay = delay
 
-    def failed_status(self, response: httpx.Response, content: bytes) -> None:
-        """Retry 5xx/429 answers within the budget; raise any other error status at once."""
-        error = error_from_response(response.status_code, content)
-        if not is_retryable_status(response.status_code):
+    def refused(self, error: APIError) -> None:
+        """An error answer to a (re)connect: retried within the budget if the policy says so, else raised."""
+        if not self.policy.retryable(error):
             raise error
         self.ended(error)
 
 
-def _not_sse(response: httpx.Response) -> APIConnectionError | None:
-    ctype = response.headers.get("content-type", "")
-    if ctype.split(";")[0].strip().lower() != "text/event-stream":
-        return APIConnectionError(f"expected text/event-stream, got {ctype or 'no content type'!r}")
-    return None
+class _StreamState:
+    """What :class:`EventStream` and :class:`AsyncEventStream` share: cursor, queue, flags (no I/O)."""
+
+    def __init__(self, session_id: str, *, after: int | None, policy: ReconnectPolicy) -> None:
+        self.session_id = session_id
+        self._cursor = StreamCursor(policy, after)
+        self._resolved = after is not None
+        self._response: httpx.Response | None = None
+        self._queue: deque[Any] = deque()
+        self._busy = False  # a read is under way; still set on the next call, it was abandoned
+        self._closed = False
+
+    @property
+    def last_event_id(self) -> int | None:
+        """The cursor to resume from later (``client.stream(id, after=...)``)."""
+        return self._cursor.last_event_id
+
+    @property
+    def reconnects(self) -> int:
+        """How many times the stream resumed transparently."""
+        return self._cursor.reconnects
+
+    def _absorb(self, chunk: bytes) -> None:
+        for sse in self._cursor.decoder.feed(chunk):
+            event = self._cursor.accept(sse)
+            if event is not None:
+                self._queue.append(event)
+
+    def _take_response(self) -> httpx.Response | None:
+        """Forget the current connection and hand it over for release."""
+        self._busy = False
+        response, self._response = self._response, None
+        return response
 
 
-class EventStream:
+class EventStream(_StreamState):
     """Typed events of one session, across as many connections as it takes.
 
     Iterate it (it never ends by itself; the server keeps streams open) and
     close it, or use it as a context manager. ``last_event_id`` is the cursor
     to resume from later; ``reconnects`` counts transparent resumptions.
+    Made by :meth:`Client.stream`.
     """
 
     def __init__(
-        self, client: Client, session_id: str, *, after: int | None, policy: ReconnectPolicy
+        self, transport: SyncTransport, session_id: str, *, after: int | None, policy: ReconnectPolicy
     ) -> None:
-        self._client = client
-        self.session_id = session_id
-        self._cursor = StreamCursor(policy, after)
-        self._resolved = after is not None
-        self._response: httpx.Response | None = None
+        super().__init__(session_id, after=after, policy=policy)
+        self._transport = transport
         self._chunks: Iterator[bytes] | None = None
-        self._queue: deque[Any] = deque()
-        self._busy = False
-        self._closed = False
-
-    @property
-    def last_event_id(self) -> int | None:
-        return self._cursor.last_event_id
-
-    @property
-    def reconnects(self) -> int:
-        return self._cursor.reconnects
 
     def __enter__(self) -> EventStream:
         return self
@@ -172,101 +190,68 @@ class EventStream:
             try:
                 chunk = next(self._chunks)
             except StopIteration:
-                self._busy = False
                 self._finish(None)
                 continue
             except httpx.TransportError as exc:
-                self._busy = False
                 self._finish(exc)
                 continue
             self._busy = False
-            for sse in self._cursor.decoder.feed(chunk):
-                event = self._cursor.accept(sse)
-                if event is not None:
-                    self._queue.append(event)
+            self._absorb(chunk)
 
     def next_event(self) -> Any:
+        """The next event (blocks until one arrives)."""
         return next(self)
 
     def close(self) -> None:
+        """Stop the stream and give its connection back; iteration then ends."""
         self._closed = True
         self._drop()
 
     def _drop(self) -> None:
-        self._busy = False
-        response, self._response, self._chunks = self._response, None, None
+        self._chunks = None
+        response = self._take_response()
         if response is not None:
-            with contextlib.suppress(Exception):  # a broken connection may fail to close; it is discarded
-                response.close()
+            self._transport.release(response)
 
     def _finish(self, error: BaseException | None) -> None:
         self._drop()
         self._cursor.ended(error)
-
-    def _sleep(self, seconds: float) -> None:
-        if seconds > 0:
-            (self._cursor.policy.sleep or time.sleep)(seconds)
 
     def _connect(self) -> None:
         cursor = self._cursor
         if not self._resolved:
             # "From now" means from the snapshot's cursor, so even a drop before the first
             # stored event resumes without a gap.
-            cursor.last_event_id = self._client._call(get_session(self.session_id)).last_event_id
+            cursor.last_event_id = self._transport.send(get_session(self.session_id)).last_event_id
             self._resolved = True
         while self._chunks is None and not self._closed:
-            self._sleep(cursor.delay)
-            cursor.delay = 0.0
-            http = self._client._http
-            timeout = httpx.Timeout(self._client.timeout, read=cursor.policy.read_timeout)
-            request = http.build_request(
-                "GET", stream_path(self.session_id), headers=cursor.headers(), timeout=timeout
-            )
+            pause(cursor.policy, cursor.take_delay())
             try:
-                response = http.send(request, stream=True)
+                response = self._transport.open_stream(
+                    stream_path(self.session_id),
+                    headers=cursor.headers(),
+                    read_timeout=cursor.policy.read_timeout,
+                )
             except httpx.TransportError as exc:
                 cursor.ended(exc)
                 continue
-            if response.status_code != 200:
-                try:
-                    content = response.read()
-                except httpx.TransportError:
-                    content = b""
-                response.close()
-                cursor.failed_status(response, content)
+            except APIError as exc:
+                cursor.refused(exc)
                 continue
-            wrong = _not_sse(response)
-            if wrong is not None:
-                response.close()
-                raise wrong
             cursor.connected()
             self._response = response
             self._chunks = response.iter_bytes()
 
 
-class AsyncEventStream:
-    """The async twin of :class:`EventStream`: ``async for`` / ``async with``."""
+class AsyncEventStream(_StreamState):
+    """The async twin of :class:`EventStream`: ``async for`` / ``async with``; made by :meth:`AsyncClient.stream`."""
 
     def __init__(
-        self, client: AsyncClient, session_id: str, *, after: int | None, policy: ReconnectPolicy
+        self, transport: AsyncTransport, session_id: str, *, after: int | None, policy: ReconnectPolicy
     ) -> None:
-        self._client = client
-        self.session_id = session_id
-        self._cursor = StreamCursor(policy, after)
-        self._resolved = after is not None
-        self._response: httpx.Response | None = None
+        super().__init__(session_id, after=after, policy=policy)
+        self._transport = transport
         self._chunks: AsyncIterator[bytes] | None = None
-        self._queue: deque[Any] = deque()
-        self._busy = False
-        self._closed = False
-
-    @property
-    def last_event_id(self) -> int | None:
-        return self._cursor.last_event_id
-
-    @property
-    def reconnects(self) -> int:
-        return self._cursor.reconnects
 
     async def __aenter__(self) -> AsyncEventStream:
         return self
@@ -294,72 +279,53 @@ class AsyncEventStream:
             try:
                 chunk = await self._chunks.__anext__()
             except StopAsyncIteration:
-                self._busy = False
                 await self._finish(None)
                 continue
             except httpx.TransportError as exc:
-                self._busy = False
                 await self._finish(exc)
                 continue
             self._busy = False
-            for sse in self._cursor.decoder.feed(chunk):
-                event = self._cursor.accept(sse)
-                if event is not None:
-                    self._queue.append(event)
+            self._absorb(chunk)
 
     async def next_event(self) -> Any:
+        """The next event (waits until one arrives)."""
         return await self.__anext__()
 
     async def aclose(self) -> None:
+        """Stop the stream and give its connection back; iteration then ends."""
         self._closed = True
         await self._drop()
 
     async def _drop(self) -> None:
-        self._busy = False
-        response, self._response, self._chunks = self._response, None, None
+        self._chunks = None
+        response = self._take_response()
         if response is not None:
-            with contextlib.suppress(Exception):  # a broken connection may fail to close; it is discarded
-                await response.aclose()
+            await self._transport.release(response)
 
     async def _finish(self, error: BaseException | None) -> None:
         await self._drop()
         self._cursor.ended(error)
 
-    async def _sleep(self, seconds: float) -> None:
-        if seconds > 0:
-            await (self._cursor.policy.sleep or asyncio.sleep)(seconds)
-
     async def _connect(self) -> None:
         cursor = self._cursor
         if not self._resolved:
-            snapshot = await self._client._call(get_session(self.session_id))
+            snapshot = await self._transport.send(get_session(self.session_id))
             cursor.last_event_id = snapshot.last_event_id
             self._resolved = True
         while self._chunks is None and not self._closed:
-            await self._sleep(cursor.delay)
-            cursor.delay = 0.0
-            http = self._client._http
-            timeout = httpx.Timeout(self._client.timeout, read=cursor.policy.read_timeout)
-            request = http.build_request(
-                "GET", stream_path(self.session_id), headers=cursor.headers(), timeout=timeout
-            )
+            await apause(cursor.policy, cursor.take_delay())
             try:
-                response = await http.send(request, stream=True)
+                response = await self._transport.open_stream(
+                    stream_path(self.session_id),
+                    headers=cursor.headers(),
+                    read_timeout=cursor.policy.read_timeout,
+                )
             except httpx.TransportError as exc:
                 cursor.ended(exc)
                 continue
-            if response.status_code != 200:
-                try:
-                    content = await response.aread()
-                except httpx.TransportError:
-                    content = b""
-                await response.aclose()
-                cursor.failed_status(response, content)
+            except APIError as exc:
+                cursor.refused(exc)
                 continue
-            wrong = _not_sse(response)
-            if wrong is not None:
-                await response.aclose()
-                raise wrong
             cursor.connected()
             self._response = response
             self._chunks = response.aiter_bytes()

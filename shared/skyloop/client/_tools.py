@@ -357,7 +357,8 @@ def _dispatcher(execute: Callable[[str, dict[str, Any]], Any], name: str) -> Cal
 
 def _from_schema(schema: Mapping[str, Any]) -> Tool:
     """A declared-only tool from the nested (or flat Responses) function-tool form."""
-    fn = schema.get("function") if isinstance(schema.get("function"), Mapping) else schema
+    nested = schema.get("function")
+    fn: Mapping[str, Any] = nested if isinstance(nested, Mapping) else schema
     name = fn.get("name")
     if not isinstance(name, str) or not name:
         raise ValueError(f"tool schema without a name: {schema!r}")
