@@ -69,7 +69,7 @@ class TestGetToolSet:
         assert module.execute_tool is execute_tool
 
     def test_unknown_name_raises_value_error_with_available_list(self) -> None:
-        with pytest.raises(ValueError) as info:
+        with pytest.raises(ValueError, match="unknown tool set") as info:
             get_tool_set("x")
         assert str(info.value) == "unknown tool set 'x' (available: coding)"
 

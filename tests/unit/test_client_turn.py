@@ -102,7 +102,7 @@ class FakeSessionServer:
             "response_id": RESP,
         }
 
-    def _on_event(self, body: dict[str, Any]) -> httpx.Response:
+    def _on_event(self, body: dict[str, Any]) -> httpx.Response:  # noqa: C901  (a fake server's dispatch)
         kind = body["type"]
         if kind == "message":
             if self.post_status is not None:
@@ -437,9 +437,13 @@ def test_ctrl_c_in_confirm_then_interrupt_resumes_the_same_turn() -> None:
     with _client(server) as client:
         turn = client.session(SID, tools="coding", confirm=confirm).send("clean up")
         events: list[Any] = []
-        with pytest.raises(KeyboardInterrupt):
+
+        def read_until_interrupted() -> None:
             for event in turn:
                 events.append(event)
+
+        with pytest.raises(KeyboardInterrupt):
+            read_until_interrupted()
         # When the REPL interrupts and keeps iterating the same turn
         turn.interrupt()
         events.extend(turn)
@@ -464,10 +468,14 @@ def test_a_refused_tool_output_surfaces_from_the_turn() -> None:
     server.output_failures = [400]
     with _client(server) as client:
         turn = client.session(SID, tools="coding").send("time?")
-        with pytest.raises(InvalidInputError, match="status 400"):
+
+        def drain() -> None:
             for _ in turn:
                 for worker in turn._workers:
                     worker.join(5)
+
+        with pytest.raises(InvalidInputError, match="status 400"):
+            drain()
         turn.close()
 
 

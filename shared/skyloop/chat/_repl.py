@@ -156,7 +156,7 @@ class ChatRepl:
             return
         self.renderer.notice("interrupt sent")
 
-    def confirm(self, name: str, arguments: dict[str, Any]) -> bool:
+    def confirm(self, name: str, arguments: dict[str, Any]) -> bool:  # noqa: ARG002  (the ConfirmTool signature)
         """Ask before tools that change things here; any answer but y/yes declines."""
         if self.yes or name not in CONFIRM_TOOLS:
             return True

@@ -97,7 +97,7 @@ class TurnTracker:
         """Forget the calls not yet started (after an interrupt the server cancels them)."""
         self.pending.clear()
 
-    def observe(self, event: Any) -> list[FunctionCallItem]:
+    def observe(self, event: Any) -> list[FunctionCallItem]:  # noqa: C901  (one branch per event type)
         """Record ``event``; returns (and queues in :attr:`pending`) the calls this client must now answer."""
         self.events.append(event)
         if isinstance(event, SessionStatus) and event.status == "running" and event.response_id:
