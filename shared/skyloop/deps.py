@@ -27,9 +27,11 @@ def client(service: str) -> Any:
 @lru_cache(maxsize=1)
 def store() -> DynamoStore:
     from skyloop.store import DynamoStore
+    from skyloop.store.blobs import S3Blobs
 
     settings = get_settings()
-    return DynamoStore(settings.table_name, client("dynamodb"), event_ttl_s=settings.event_ttl_s)
+    blobs = S3Blobs(client("s3"), settings.blob_bucket) if settings.blob_bucket else None
+    return DynamoStore(settings.table_name, client("dynamodb"), event_ttl_s=settings.event_ttl_s, blobs=blobs)
 
 
 @lru_cache(maxsize=1)

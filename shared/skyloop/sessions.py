@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,25 @@ if TYPE_CHECKING:
     from skyloop.store import Store
 
 SNAPSHOT_ITEMS = 100
+# A synchronous Lambda response is at most 6 MB: pages and snapshots stop adding items at this many
+# bytes of JSON (one item always fits: the largest the API stores is well under it).
+MAX_PAGE_BYTES = 4 * 1024 * 1024
+
+
+def _json_size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def _within_budget(items: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
+    """The leading items whose JSON fits in ``budget`` bytes (at least one)."""
+    out: list[dict[str, Any]] = []
+    used = 0
+    for item in items:
+        used += _json_size(item) + 1
+        if out and used > budget:
+            break
+        out.append(item)
+    return out
 
 
 class Runners:
@@ -92,12 +112,15 @@ def snapshot(
 
     Items are read after the session row and filtered to positions at or
     below its ``last_seq``, so "snapshot, then stream after last_event_id"
-    neither misses nor repeats anything.
+    neither misses nor repeats anything. At most the newest 100 items, and
+    only as many of the newest as fit in :data:`MAX_PAGE_BYTES` (page
+    ``/items`` for the rest).
     """
     items: list[dict[str, Any]] = []
     if include_items:
         stored = store.list_items(session.id, through_seq=session.last_seq)
-        items = [i.to_api() for i in stored[-SNAPSHOT_ITEMS:]]
+        newest_first = [i.to_api() for i in reversed(stored[-SNAPSHOT_ITEMS:])]
+        items = list(reversed(_within_budget(newest_first, MAX_PAGE_BYTES)))
     return {
         **list_item(session),
         "object": "session",
@@ -142,7 +165,11 @@ def update_session(store: Store, session: Session, runners: Runners, changes: di
 def page_items(
     store: Store, session: Session, *, limit: int, after: str | None, descending: bool
 ) -> tuple[list[dict[str, Any]], bool]:
-    """Flat items in order; ``after`` is the id of the last item of the previous page."""
+    """Flat items in order; ``after`` is the id of the last item of the previous page.
+
+    A page ends at ``limit`` items or :data:`MAX_PAGE_BYTES` of JSON, whichever
+    comes first; ``has_more`` says whether items follow.
+    """
     items = store.list_items(session.id, through_seq=session.last_seq)
     if descending:
         items.reverse()
@@ -151,4 +178,5 @@ def page_items(
         if after not in ids:
             raise InvalidInputError(f"cursor item '{after}' is not in this session")
         items = items[ids.index(after) + 1 :]
-    return [i.to_flat() for i in items[:limit]], len(items) > limit
+    page = _within_budget([i.to_flat() for i in items[:limit]], MAX_PAGE_BYTES)
+    return page, len(items) > len(page)

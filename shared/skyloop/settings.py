@@ -21,6 +21,7 @@ class Settings(BaseModel):
     poll_idle_s: float = Field(default=2.0, gt=0, alias="SKYLOOP_POLL_IDLE_S")
     require_token: bool = Field(default=False, alias="SKYLOOP_REQUIRE_TOKEN")
     model_timeout_s: float = Field(default=600.0, gt=0, alias="SKYLOOP_MODEL_TIMEOUT_S")
+    blob_bucket: str | None = Field(default=None, alias="SKYLOOP_BLOB_BUCKET")
 
     @classmethod
     def from_env(cls) -> Settings:

@@ -257,3 +257,40 @@ def test_unknown_tool_next_to_a_client_tool_parks_only_the_client_call(
     assert list(outputs) == ["call_nope", "call_echo"]
     assert outputs["call_echo"] == "echoed"
     assert "Nope" in outputs["call_nope"]
+
+
+def test_the_largest_non_ascii_output_the_api_accepts_completes_the_turn(
+    live_server: str, http_client: httpx.Client, mock_llm_server_url: str
+) -> None:
+    # Given a turn parked on one call, and an output of the API's maximum length in 3- and 4-byte characters
+    output = ("你好🚀" * 66_667)[:200_000]
+    _agent_id, model, session_id = new_mock_agent_session(
+        http_client,
+        mock_llm_server_url,
+        "big-output",
+        [{"tool_calls": [_call("call_big")]}, {"text": "got it"}],
+    )
+    with StreamWatcher(live_server, session_id) as stream:
+        http_client.post(f"/v1/sessions/{session_id}/events", json=message_event("go", [ECHO_TOOL]))
+        stream.wait_for(lambda f: is_call_frame(f, "action_required"), what="action_required")
+        # When the output is posted (800 KB of UTF-8 as JSON)
+        resp = http_client.post(f"/v1/sessions/{session_id}/events", json=output_event("call_big", output))
+        assert resp.status_code == 202, resp.text
+        # Then the turn completes, the stream carried the output whole, and the model saw it
+        stream.wait_for(is_type("response.completed"), timeout=60, what="response.completed")
+        outputs = [
+            f for f in stream.stored() if (f.data.get("item") or {}).get("type") == "function_call_output"
+        ]
+        assert [f.data["item"]["output"] for f in outputs] == [output]
+    assert _outputs_in(get_mock_requests(mock_llm_server_url, key=model)[1]) == {"call_big": output}
+    # And it is served back by the items page and the snapshot
+    items = http_client.get(f"/v1/sessions/{session_id}/items").json()["data"]
+    assert [i.get("output") for i in items if i["type"] == "function_call_output"] == [output]
+    snap = get_session_snapshot(http_client, session_id)
+    assert snap["status"] == "idle"
+    # And one character more is refused with 413 naming the limit
+    too_long = http_client.post(
+        f"/v1/sessions/{session_id}/events", json=output_event("call_big", output + "x")
+    )
+    assert too_long.status_code == 413
+    assert "200000" in too_long.json()["error"]["message"]

@@ -339,6 +339,7 @@ def aws(request: pytest.FixtureRequest, mock_llm: MockLLM) -> Iterator[Stack]:
                     deps.client, table_name=table, environment={"SKYLOOP_TABLE_NAME": table}
                 )
                 mp.setenv("SKYLOOP_STATE_MACHINE_ARN", resources.state_machine_arn)
+                mp.setenv("SKYLOOP_BLOB_BUCKET", resources.blob_bucket)
                 _reset_caches()
                 yield Stack(resources=resources, table_name=table, mock_llm=mock_llm)
             finally:

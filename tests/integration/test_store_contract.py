@@ -62,7 +62,11 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     aws: Stack = request.getfixturevalue("aws")
     request.getfixturevalue("fresh_table")
     store = aws.store
-    yield Backend(store, lambda ttl: DynamoStore(store.table, store.client, event_ttl_s=ttl))
+    assert isinstance(store, DynamoStore)
+    assert store.blobs is not None, "the integration stack has a blob bucket"
+    yield Backend(
+        store, lambda ttl: DynamoStore(store.table, store.client, event_ttl_s=ttl, blobs=store.blobs)
+    )
 
 
 @pytest.fixture
@@ -548,3 +552,82 @@ def test_tokens_by_hash_and_owner(store: Store) -> None:
     assert store.delete_token(token.token_hash) == token
     assert store.delete_token(token.token_hash) is None
     assert store.get_token(token.token_hash) is None
+
+
+# ------------------------------------------------------------------------ large payloads
+INLINE = 32 * 1024
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a" * (INLINE - 64),  # just under the inline limit once JSON-quoted
+        "a" * (INLINE + 64),  # just over: goes to the blob bucket
+        "é" * 100_000,  # 200 KB of UTF-8
+        "你" * 200_000,  # the API's largest tool output, 600 KB of UTF-8
+        "🚀" * 200_000,  # 800 KB of UTF-8, 12 bytes a piece with \\u escapes
+    ],
+    ids=["under-inline", "over-inline", "accented", "cjk-200k", "emoji-200k"],
+)
+def test_texts_of_every_size_the_api_accepts_round_trip(store: Store, text: str) -> None:
+    # Given a session with a running turn and one call
+    session = _session(store)
+    _running(store, session, "resp_big", unanswered=1)
+    call = _call(session, "resp_big", 0).model_copy(update={"arguments": '{"t": "' + text + '"}'})
+    batch = _batch(session.id, new_calls=[call])
+    batch.event("response.output_item.done", {"item": {"output": text}})
+    batch.items.append(NewItem(id="big", type="message", data={"content": text}, response_id="resp_big"))
+    # When it is appended and the call answered with the text
+    store.append(batch)
+    assert store.answer_call(call, text) is True
+    # Then everything reads back whole
+    assert _events(store, session.id)[-1].data == {"item": {"output": text}}
+    assert store.list_items(session.id)[-1].data == {"content": text}
+    stored = store.get_call(session.id, "resp_big", "call_0")
+    assert stored is not None
+    assert stored.output == text
+    assert stored.arguments == call.arguments
+    # and answering again is refused whatever the size
+    assert store.answer_call(call, text) is False
+    assert store.answer_call(call, "other") is False
+
+
+def test_a_turn_with_many_long_tool_descriptions_round_trips(store: Store) -> None:
+    session = _session(store)
+    from skyloop.models.session import ClientTool
+
+    tools = [
+        ClientTool(name=f"tool_{n}", description="ü" * 9_000, parameters={"type": "object"})
+        for n in range(64)
+    ]
+    store.append(
+        Append(
+            session.id,
+            new_turn=Turn(
+                session_id=session.id, response_id="resp_tools", agent_id="a", created_at=1, tools=tools
+            ),
+        )
+    )
+    assert store.get_turn(session.id, "resp_tools").tools == tools
+
+
+def test_an_agent_with_the_longest_prompt_round_trips(store: Store) -> None:
+    name = f"long-{uuid.uuid4().hex[:8]}"
+    spec = AgentSpec.model_validate({"name": name, "prompt": "ß" * 200_000, "executor": {"model": "m"}})
+    agent = Agent(id=uuid.uuid4().hex, name=name, created_at=1, spec=spec)
+    store.put_agent(agent)
+    assert store.get_agent(agent.id).spec.prompt == spec.prompt
+
+
+def test_deleting_a_session_deletes_its_blobs(backend: Backend) -> None:
+    store = backend.store
+    session = _session(store)
+    batch = _batch(session.id)
+    batch.event("big", {"text": "x" * 100_000})
+    store.append(batch)
+    store.delete_session(session.id)
+    blobs = getattr(store, "blobs", None)
+    if blobs is not None:  # the DynamoDB store keeps large texts in the bucket
+        listed = blobs.client.list_objects_v2(Bucket=blobs.bucket, Prefix=f"sessions/{session.id}/")
+        assert listed.get("KeyCount", 0) == 0
+    assert store.read_event_page(session.id, 0) == ([], 0, False)

@@ -96,6 +96,7 @@ def start(
     deps.reset()
     resources = bootstrap(deps.client, table_name=TABLE_NAME, environment={"SKYLOOP_TABLE_NAME": TABLE_NAME})
     os.environ["SKYLOOP_STATE_MACHINE_ARN"] = resources.state_machine_arn
+    os.environ["SKYLOOP_BLOB_BUCKET"] = resources.blob_bucket
     deps.reset()
     if lambda_runtime == "process":  # started now: environments take the finished environment
         lambda_hook.install(ProcessRuntime([f.name for f in manifest.FUNCTIONS if not f.streaming]))

@@ -17,6 +17,7 @@ _EMPTY_ZIP = b"PK\x05\x06" + b"\x00" * 18  # moto stores code but the hook runs 
 
 class LocalResources(BaseModel):
     table_name: str
+    blob_bucket: str
     state_machine_arn: str
     function_arns: dict[str, str]
 
@@ -40,6 +41,8 @@ def bootstrap(clients: Any, *, table_name: str, environment: dict[str, str]) -> 
         ),
     )["Role"]["Arn"]
     clients("dynamodb").create_table(**create_table_kwargs(table_name))
+    blob_bucket = f"{table_name}-blobs"
+    clients("s3").create_bucket(Bucket=blob_bucket)
     lam = clients("lambda")
     arns: dict[str, str] = {}
     for fn in manifest.FUNCTIONS:
@@ -61,4 +64,6 @@ def bootstrap(clients: Any, *, table_name: str, environment: dict[str, str]) -> 
         roleArn=role,
         type="STANDARD",
     )["stateMachineArn"]
-    return LocalResources(table_name=table_name, state_machine_arn=machine, function_arns=arns)
+    return LocalResources(
+        table_name=table_name, blob_bucket=blob_bucket, state_machine_arn=machine, function_arns=arns
+    )

@@ -99,3 +99,12 @@ def owner_index_value(kind: str, owner: str) -> str:
 
 def agent_name_index_value(kind: str, owner: str, name: str) -> str:
     return f"{kind}#{owner}#{name}"
+
+
+def session_blob_prefix(session_id: str) -> str:
+    """Where a session's large texts live in the blob bucket (deleted with the session)."""
+    return f"sessions/{session_id}/"
+
+
+def agent_blob_prefix(agent_id: str) -> str:
+    return f"agents/{agent_id}/"

@@ -25,7 +25,8 @@ class AgentRecords(TableBase):
             "name": agent.name,
             "owner": agent.owner,
             "created_at": agent.created_at,
-            "spec": agent.spec.model_dump_json(),  # api_key dumps masked; it is kept in its own attribute
+            # api_key dumps masked; it is kept in its own attribute
+            **self._text_out("spec", agent.spec.model_dump_json(), keys.agent_blob_prefix(agent.id)),
             "api_key": secret,
             keys.OWNER_KEY: keys.owner_index_value("agent", agent.owner),
             keys.NAME_KEY: keys.agent_name_index_value("agent", agent.owner, agent.name),
@@ -34,9 +35,8 @@ class AgentRecords(TableBase):
         if not self._put_new(item):
             raise ConflictError(f"an agent with id {agent.id!r} already exists")
 
-    @staticmethod
-    def _agent_from(attrs: dict[str, Any]) -> Agent:
-        spec = codec.loads(attrs["spec"], {})
+    def _agent_from(self, attrs: dict[str, Any]) -> Agent:
+        spec = codec.loads(self._text_in(attrs, "spec"), {})
         if attrs.get("api_key") is not None:
             spec.setdefault("executor", {}).setdefault("auth", {})["api_key"] = attrs["api_key"]
         return Agent(

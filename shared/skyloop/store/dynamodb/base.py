@@ -6,7 +6,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from skyloop.errors import PayloadTooLargeError
 from skyloop.store import codec
+from skyloop.store.blobs import INLINE_MAX_BYTES, NO_BUCKET_MAX_BYTES, BlobStore, blob_key
 
 
 def error_code(exc: ClientError) -> str:
@@ -26,12 +28,42 @@ class TableBase:
         table_name: the table.
         client: a ready ``boto3`` DynamoDB client (tests pass a moto-backed one).
         event_ttl_s: how long stream events and dedupe markers stay.
+        blobs: where texts too large for an item go (the stack's bucket); without it they must fit.
     """
 
-    def __init__(self, table_name: str, client: Any, *, event_ttl_s: int = 24 * 3600) -> None:
+    def __init__(
+        self, table_name: str, client: Any, *, event_ttl_s: int = 24 * 3600, blobs: BlobStore | None = None
+    ) -> None:
         self.table = table_name
         self.client = client
         self.event_ttl_s = event_ttl_s
+        self.blobs = blobs
+
+    def _text_out(self, name: str, text: str, prefix: str) -> dict[str, Any]:
+        """The attribute(s) that store ``text`` as ``name``: inline, or a key to the blob holding it."""
+        data = text.encode()
+        if len(data) <= INLINE_MAX_BYTES:
+            return {name: text}
+        if self.blobs is None:
+            if len(data) <= NO_BUCKET_MAX_BYTES:
+                return {name: text}
+            raise PayloadTooLargeError(
+                f"{name} is {len(data)} bytes of UTF-8; without a blob bucket at most {NO_BUCKET_MAX_BYTES} fit"
+            )
+        key = blob_key(prefix, data)
+        self.blobs.put(key, data)
+        return {f"{name}_blob": key}
+
+    def _text_in(self, attrs: dict[str, Any], name: str) -> str | None:
+        """The text stored as ``name`` (resolving a blob key), or None when there is none."""
+        if name in attrs:
+            return str(attrs[name])
+        key = attrs.get(f"{name}_blob")
+        if key is None:
+            return None
+        if self.blobs is None:
+            raise RuntimeError(f"{name} is stored in a blob but this store has no blob bucket")
+        return self.blobs.get(str(key)).decode()
 
     def _get(self, key: dict[str, str], *, projection: list[str] | None = None) -> dict[str, Any] | None:
         kwargs: dict[str, Any] = {"TableName": self.table, "Key": codec.to_item(key), "ConsistentRead": True}

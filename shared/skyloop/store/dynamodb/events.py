@@ -145,10 +145,10 @@ class EventLog(TableBase):
         ops += [self._new_item_op(item) for item in self._conversation_items(batch, last_seq, now)]
         if batch.new_turn is not None:
             turn = batch.new_turn.model_dump(mode="json")
-            turn["tools"] = codec.dumps(turn["tools"])
-            ops.append(
-                self._new_item_op({**turn, **keys.turn_key(batch.session_id, batch.new_turn.response_id)})
-            )
+            prefix = keys.session_blob_prefix(batch.session_id)
+            tools = self._text_out("tools", codec.dumps(turn.pop("tools")), prefix)
+            turn_key = keys.turn_key(batch.session_id, batch.new_turn.response_id)
+            ops.append(self._new_item_op({**turn, **tools, **turn_key}))
         ops += [self._new_item_op(self._call_item(call)) for call in batch.new_calls]
         if batch.decision is not None:
             ops.append(self._decision_op(batch.session_id, batch.decision))
@@ -184,23 +184,22 @@ class EventLog(TableBase):
             }
         }
 
-    @staticmethod
-    def _event_items(batch: Append, first: int, expires: int) -> list[dict[str, Any]]:
+    def _event_items(self, batch: Append, first: int, expires: int) -> list[dict[str, Any]]:
         pk = keys.session_pk(batch.session_id)
+        prefix = keys.session_blob_prefix(batch.session_id)
         return [
             {
                 "pk": pk,
                 "sk": keys.event_sk(first + i),
                 "seq": first + i,
                 "type": type_,
-                "data": codec.dumps(data),
+                **self._text_out("data", codec.dumps(data), prefix),
                 keys.TTL_ATTRIBUTE: expires,
             }
             for i, (type_, data) in enumerate(batch.events)
         ]
 
-    @staticmethod
-    def _conversation_items(batch: Append, last_seq: int, now: int) -> list[dict[str, Any]]:
+    def _conversation_items(self, batch: Append, last_seq: int, now: int) -> list[dict[str, Any]]:
         pk = keys.session_pk(batch.session_id)
         n = len(batch.events)
         out = []
@@ -216,7 +215,9 @@ class EventLog(TableBase):
                     "response_id": item.response_id,
                     "created_at": now,
                     "position": seq,
-                    "data": codec.dumps(item.data),
+                    **self._text_out(
+                        "data", codec.dumps(item.data), keys.session_blob_prefix(batch.session_id)
+                    ),
                 }
             )
         return out
@@ -249,10 +250,12 @@ class EventLog(TableBase):
         }
 
     def _call_item(self, call: PendingCall) -> dict[str, Any]:
-        return {
-            **call.model_dump(mode="json"),
-            **keys.call_key(call.session_id, call.response_id, call.call_id),
-        }
+        item = call.model_dump(mode="json")
+        prefix = keys.session_blob_prefix(call.session_id)
+        item.update(self._text_out("arguments", item.pop("arguments"), prefix))
+        if item.get("output") is not None:
+            item.update(self._text_out("output", item.pop("output"), prefix))
+        return {**item, **keys.call_key(call.session_id, call.response_id, call.call_id)}
 
     def _decision_op(self, session_id: str, decision: Any) -> dict[str, Any]:
         recorded = {
@@ -282,7 +285,9 @@ class EventLog(TableBase):
                 "TableName": self.table,
                 "Key": codec.to_item(keys.call_key(call.session_id, call.response_id, call.call_id)),
                 "UpdateExpression": "SET #o = :o, cancelled = :t, answered_at = :now",
-                "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(#o)",
+                "ConditionExpression": (
+                    "attribute_exists(pk) AND attribute_not_exists(#o) AND attribute_not_exists(output_blob)"
+                ),
                 "ExpressionAttributeNames": {"#o": "output"},
                 "ExpressionAttributeValues": {
                     ":o": codec.attr(output),
@@ -330,7 +335,11 @@ class EventLog(TableBase):
             covered = int(attrs["seq"])
             if int(attrs.get(keys.TTL_ATTRIBUTE, now + 1)) < now:
                 continue
-            out.append(StoredEvent(seq=covered, type=attrs["type"], data=codec.loads(attrs["data"], {})))
+            out.append(
+                StoredEvent(
+                    seq=covered, type=attrs["type"], data=codec.loads(self._text_in(attrs, "data"), {})
+                )
+            )
         return out, covered, len(raw_items) >= limit
 
     def list_items(self, session_id: str, *, through_seq: int | None = None) -> list[ConversationItem]:
@@ -353,7 +362,7 @@ class EventLog(TableBase):
                 response_id=attrs.get("response_id"),
                 created_at=int(attrs["created_at"]),
                 position=int(attrs["position"]),
-                data=codec.loads(attrs["data"], {}),
+                data=codec.loads(self._text_in(attrs, "data"), {}),
             )
             for attrs in rows
             if through_seq is None or int(attrs["position"]) <= through_seq

@@ -153,5 +153,7 @@ class SessionRecords(TableBase):
             r = self.client.query(**kwargs)
             self._delete_keys([{"pk": i["pk"], "sk": i["sk"]} for i in r.get("Items", [])])
             if "LastEvaluatedKey" not in r:
-                return
+                break
             kwargs["ExclusiveStartKey"] = r["LastEvaluatedKey"]
+        if self.blobs is not None:
+            self.blobs.delete_prefix(keys.session_blob_prefix(session_id))

@@ -19,7 +19,7 @@ class TurnRecords(TableBase):
         attrs = self._get(keys.turn_key(session_id, response_id))
         if attrs is None:
             raise NotFoundError(f"Turn not found: '{response_id}'")
-        attrs["tools"] = codec.loads(attrs.get("tools"), [])
+        attrs["tools"] = codec.loads(self._text_in(attrs, "tools"), [])
         return Turn.model_validate({k: v for k, v in attrs.items() if k in Turn.model_fields})
 
     def get_decision(self, session_id: str, response_id: str) -> TurnDecision | None:
@@ -84,8 +84,10 @@ class TurnRecords(TableBase):
             "resumed_iteration = :i",
         )
 
-    @staticmethod
-    def _call_from(attrs: dict[str, Any]) -> PendingCall:
+    def _call_from(self, attrs: dict[str, Any]) -> PendingCall:
+        attrs = dict(attrs)
+        attrs["arguments"] = self._text_in(attrs, "arguments") or "{}"
+        attrs["output"] = self._text_in(attrs, "output")
         return PendingCall.model_validate({k: v for k, v in attrs.items() if k in PendingCall.model_fields})
 
     def get_call(self, session_id: str, response_id: str, call_id: str) -> PendingCall | None:
@@ -119,6 +121,8 @@ class TurnRecords(TableBase):
         then compares outputs to answer idempotently or with 409).
         """
         session_key = keys.session_key(call.session_id)
+        stored = self._text_out("output", output, keys.session_blob_prefix(call.session_id))
+        ((attr, value),) = stored.items()
         try:
             self.client.transact_write_items(
                 TransactItems=[
@@ -128,11 +132,13 @@ class TurnRecords(TableBase):
                             "Key": codec.to_item(
                                 keys.call_key(call.session_id, call.response_id, call.call_id)
                             ),
-                            "UpdateExpression": "SET #o = :o, answered_at = :t",
-                            "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(#o)",
-                            "ExpressionAttributeNames": {"#o": "output"},
+                            "UpdateExpression": "SET #a = :o, answered_at = :t",
+                            "ConditionExpression": (
+                                "attribute_exists(pk) AND attribute_not_exists(#o) AND attribute_not_exists(#ob)"
+                            ),
+                            "ExpressionAttributeNames": {"#a": attr, "#o": "output", "#ob": "output_blob"},
                             "ExpressionAttributeValues": {
-                                ":o": codec.attr(output),
+                                ":o": codec.attr(value),
                                 ":t": codec.attr(int(time.time())),
                             },
                         }
