@@ -26,6 +26,7 @@ class RecordingEngine:
     fail_starts: int = 0
     fail_resumes: int = 0
     stale_tokens: set[str] = field(default_factory=set)
+    statuses: dict[str, str] = field(default_factory=dict)  # response id -> execution status
 
     def start(self, state: TurnState) -> None:
         if self.fail_starts:
@@ -46,3 +47,8 @@ class RecordingEngine:
 
     def wake(self, task_token: str) -> None:
         self.woken.append(task_token)
+
+    def status(self, response_id: str) -> str | None:
+        if response_id in self.statuses:
+            return self.statuses[response_id]
+        return "RUNNING" if any(s.response_id == response_id for s in self.started) else None

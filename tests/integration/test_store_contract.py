@@ -631,3 +631,14 @@ def test_deleting_a_session_deletes_its_blobs(backend: Backend) -> None:
         listed = blobs.client.list_objects_v2(Bucket=blobs.bucket, Prefix=f"sessions/{session.id}/")
         assert listed.get("KeyCount", 0) == 0
     assert store.read_event_page(session.id, 0) == ([], 0, False)
+
+
+def test_running_sessions_are_listed_exactly_while_running(store: Store) -> None:
+    session, other = _session(store), _session(store)
+    assert session.id not in {s.id for s in store.list_running_sessions()}
+    _running(store, session, "resp_r")
+    running = {s.id for s in store.list_running_sessions()}
+    assert session.id in running
+    assert other.id not in running
+    store.append(_batch(session.id, "end", change=SessionChange(status="idle", end_active_turn=True)))
+    assert session.id not in {s.id for s in store.list_running_sessions()}

@@ -662,3 +662,54 @@ def test_interrupting_a_parked_turn_ends_its_execution_at_once(
     # Then the execution ends within seconds instead of waiting out its deadline
     assert aws.wait_for_execution(response_id, timeout=15)["status"] in ("ABORTED", "SUCCEEDED")
     assert aws.store.get_session(session.id).status == "idle"
+
+
+def test_a_step_that_raises_fails_the_turn_and_the_session_takes_messages_again(
+    aws: Stack, api: Api, mock_llm: MockLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a model step whose code raises something unexpected (not a model error)
+    def broken(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("a bug in the step")
+
+    monkeypatch.setattr(model_step, "default_caller", lambda: broken)
+    session = aws.new_session(mock_llm.script({"text": "unused"}))
+    # When a turn runs
+    api.post_message(session.id, "hi")
+    response_id = _response_id(aws, session.id)
+    # Then the execution ends through FailTurn and the session is failed with the error
+    assert aws.wait_for_execution(response_id)["status"] == "FAILED"
+    failed = aws.wait_for_status(session.id, "failed", after_seq=1)
+    assert failed.last_task_error is not None
+    assert "a bug in the step" in failed.last_task_error.message
+
+
+def test_when_failturn_itself_fails_the_reconciler_resets_the_session(
+    aws: Stack, api: Api, mock_llm: MockLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from skyloop.turns.reconcile import reconcile
+
+    # Given a model error, and recording the failure broken too (the table unreachable for FailTurn)
+    def model_down(*_: Any, **__: Any) -> Any:
+        from skyloop.errors import ModelCallError
+
+        raise ModelCallError("model endpoint answered 500", code="model_http_error")
+
+    def fail_broken(*_: Any, **__: Any) -> None:
+        raise ConnectionError("table unreachable")
+
+    monkeypatch.setattr(model_step, "default_caller", lambda: model_down)
+    monkeypatch.setattr(lifecycle, "fail", fail_broken)
+    session = aws.new_session(mock_llm.script({"text": "unused"}))
+    api.post_message(session.id, "hi")
+    response_id = _response_id(aws, session.id)
+    # When the execution ends (FailTurn caught into its own Fail state)
+    assert aws.wait_for_execution(response_id)["status"] == "FAILED"
+    assert aws.store.get_session(session.id).status == "running"  # stranded
+    monkeypatch.undo()
+    # Then the reconciler ends the turn, and the session takes messages again
+    report = reconcile(aws.store, deps.engine(), grace_s=0)
+    assert report.reset == [session.id]
+    failed = aws.store.get_session(session.id)
+    assert failed.status == "failed"
+    assert failed.last_task_error is not None
+    assert failed.last_task_error.code == "runner_error"

@@ -349,3 +349,42 @@ def test_max_iterations_ends_a_looping_turn() -> None:
     with pytest.raises(TurnError) as caught:
         steps.call_model(world.store, state, Model(calls("nope")))
     assert caught.value.code == "max_iterations"
+
+
+# ------------------------------------------------------------------------------ reconciler
+def test_the_reconciler_resends_a_lost_wake_up_once() -> None:
+    from skyloop.turns.reconcile import reconcile
+
+    # Given a parked turn whose last output was recorded but whose wake-up failed, never re-posted
+    world = World()
+    state = steps.call_model(world.store, world.start("go", [READ]), Model(calls("read_file")))
+    steps.await_client(world.store, world.engine, state, "token-1")
+    world.engine.fail_resumes = 1
+    with pytest.raises(ConnectionError):
+        lifecycle.answer(world.store, world.engine, world.sid, "call_read_file", "out")
+    # When the reconciler runs (after the grace period), twice
+    first = reconcile(world.store, world.engine, now=time.time() + 120)
+    second = reconcile(world.store, world.engine, now=time.time() + 120)
+    # Then the turn was woken exactly once
+    assert first.resumed == [world.sid]
+    assert second.resumed == []
+    assert world.engine.resumed == [("token-1", {"resumed_iteration": 0})]
+
+
+def test_the_reconciler_resets_a_session_whose_execution_died_and_leaves_live_ones() -> None:
+    from skyloop.turns.reconcile import reconcile
+
+    world = World()
+    state = world.start()
+    assert reconcile(world.store, world.engine).checked == 0  # inside the grace period: untouched
+    report = reconcile(world.store, world.engine, now=time.time() + 120)
+    assert report.reset == []  # its execution runs
+    world.engine.statuses[state.response_id] = "FAILED"  # e.g. FailTurn itself failed
+    report = reconcile(world.store, world.engine, now=time.time() + 120)
+    assert report.reset == [world.sid]
+    session = world.store.get_session(world.sid)
+    assert session.status == "failed"
+    assert session.last_task_error is not None
+    assert session.last_task_error.code == "runner_error"
+    assert world.store.list_running_sessions() == []
+    assert reconcile(world.store, world.engine, now=time.time() + 120).checked == 0

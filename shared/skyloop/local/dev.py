@@ -102,6 +102,7 @@ def start(
         lambda_hook.install(ProcessRuntime([f.name for f in manifest.FUNCTIONS if not f.streaming]))
 
     _start_sweeper(float(os.environ.get("SKYLOOP_SWEEP_INTERVAL_S", "60")))
+    _start_reconciler(float(os.environ.get("SKYLOOP_RECONCILE_INTERVAL_S", "60")))
     url = f"http://{host}:{port}"
     mock_app = mockllm.create_app()
     agent_id = _register_example(url, mock_app) if example_agent else None
@@ -132,6 +133,25 @@ def _start_sweeper(interval_s: float) -> None:
                 logging.getLogger("skyloop.local").exception("TTL sweep failed")
 
     threading.Thread(target=sweep, name="skyloop-ttl-sweeper", daemon=True).start()
+
+
+def _start_reconciler(interval_s: float) -> None:
+    """What the cloud's scheduled reconcile_turns function does, in-process (see skyloop.turns.reconcile)."""
+    import threading
+    import time
+
+    from skyloop import deps
+    from skyloop.turns.reconcile import reconcile
+
+    def run() -> None:
+        while True:
+            time.sleep(interval_s)
+            try:
+                reconcile(deps.store(), deps.engine())
+            except Exception:  # keep going; a failed pass is retried at the next interval
+                logging.getLogger("skyloop.local").exception("reconcile pass failed")
+
+    threading.Thread(target=run, name="skyloop-reconciler", daemon=True).start()
 
 
 def _register_example(url: str, mock_app: Any) -> str:

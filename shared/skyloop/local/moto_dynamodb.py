@@ -195,7 +195,8 @@ def _gsi_candidates(table: Any, index_name: str, hash_key: Any, hash_conditions:
         h, r = key
         partition = table.items.get(h)
         item = partition.get(r) if isinstance(partition, dict) and r is not None else partition
-        if item is None or not hasattr(item, "attrs") or item.attrs.get(attr) != wanted:
+        value = item.attrs.get(attr) if item is not None and hasattr(item, "attrs") else None
+        if value is None or value != wanted:
             keys.discard(key)  # deleted, or re-written under another index value
             continue
         out.append(item)

@@ -7,6 +7,7 @@ Key design (one table, ``pk``/``sk`` strings, two sparse GSIs)::
                                                                                 by_agent_name: agent#<owner>#<name> / <ts>#<id>
     session             SESSION#<id>        META                                by_owner:      session#<owner> / <ts>#<id>
                                                                                 by_agent_name: session#<owner>#<agent name> / <ts>#<id>
+                                                                                running_sessions: running#<id[0]> / <ts>#<id> (while running)
     conversation item   SESSION#<id>        ITEM#<anchor:012>#<seq:012>#<idx:03>
     stream event        SESSION#<id>        EVENT#<seq:012>                     (TTL expires_at)
     dedupe marker       SESSION#<id>        DEDUPE#<key>                        (TTL expires_at)
@@ -16,8 +17,11 @@ Key design (one table, ``pk``/``sk`` strings, two sparse GSIs)::
 
 Indexes are named after what they index: ``by_owner`` lists a principal's
 agents, sessions or tokens newest last; ``by_agent_name`` lists the versions of
-one agent name, or the sessions of one agent name, newest last. Both are
-sparse: a record is in an index only when it carries that index's key.
+one agent name, or the sessions of one agent name, newest last;
+``running_sessions`` holds exactly the sessions whose status is ``running``
+(key ``running#<first hex digit of the id>``, so 16 partitions), which the
+reconciler reads. All are sparse: a record is in an index only when it carries
+that index's key.
 
 Everything under a session shares its partition, so deleting a session and
 reading its log are single-partition operations; sequence numbers are 12
@@ -32,13 +36,17 @@ TTL_ATTRIBUTE = "expires_at"
 
 INDEX_BY_OWNER = "by_owner"
 INDEX_BY_AGENT_NAME = "by_agent_name"
+INDEX_RUNNING = "running_sessions"
 OWNER_KEY = "owner_key"
 NAME_KEY = "name_key"
+RUNNING_KEY = "running_key"
 CREATED_KEY = "created_key"
 INDEXES: dict[str, tuple[str, str]] = {
     INDEX_BY_OWNER: (OWNER_KEY, CREATED_KEY),
     INDEX_BY_AGENT_NAME: (NAME_KEY, CREATED_KEY),
+    INDEX_RUNNING: (RUNNING_KEY, CREATED_KEY),
 }
+RUNNING_SHARDS = "0123456789abcdef"  # running sessions spread over 16 index partitions by id
 
 SEQ_WIDTH = 12
 MAX_SEQ = 10**SEQ_WIDTH - 1
@@ -108,3 +116,7 @@ def session_blob_prefix(session_id: str) -> str:
 
 def agent_blob_prefix(agent_id: str) -> str:
     return f"agents/{agent_id}/"
+
+
+def running_index_value(session_id: str) -> str:
+    return f"running#{session_id[:1]}"

@@ -153,6 +153,14 @@ class MemoryStore:
             ]
             return [d.session.model_copy(deep=True) for d in rows[:limit]], len(rows) > limit
 
+    def list_running_sessions(self) -> list[Session]:
+        with self._lock:
+            return [
+                d.session.model_copy(deep=True)
+                for d in self._sessions.values()
+                if d.session.status == "running"
+            ]
+
     def update_session(self, session_id: str, changes: dict[str, object]) -> Session:
         with self._lock:
             data = self._data(session_id)

@@ -42,6 +42,10 @@ class TurnEngine(Protocol):
         """Let a parked execution of an ended turn run on to its end (best effort)."""
         ...
 
+    def status(self, response_id: str) -> str | None:
+        """The execution's status (``RUNNING``, ``SUCCEEDED``, ``FAILED``...), None when there is none."""
+        ...
+
 
 def _code(exc: Exception) -> str:
     return str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
@@ -106,3 +110,13 @@ class StepFunctionsEngine:
         except Exception as exc:
             if _code(exc) not in STALE_TOKEN_ERRORS:  # a stopped execution's token is void already
                 log.warning("could not wake a parked execution: %s", exc)
+
+    def status(self, response_id: str) -> str | None:
+        if not self.state_machine_arn:
+            return None
+        try:
+            return str(self.sfn.describe_execution(executionArn=self.execution_arn(response_id))["status"])
+        except Exception as exc:
+            if _code(exc) == "ExecutionDoesNotExist":
+                return None
+            raise

@@ -60,7 +60,7 @@ def guard_condition(guard: Guard | None, names: dict[str, str], values: dict[str
 
 
 def change_expressions(
-    change: SessionChange | None, names: dict[str, str], values: dict[str, Any]
+    change: SessionChange | None, names: dict[str, str], values: dict[str, Any], session_id: str = ""
 ) -> tuple[list[str], list[str]]:
     """``SET`` and ``REMOVE`` clauses for a session change (after ``last_seq``/``updated_at``)."""
     sets: list[str] = []
@@ -78,6 +78,12 @@ def change_expressions(
             names[f"#c{i}"] = name
             values[f":c{i}"] = codec.attr(value)
             sets.append(f"#c{i} = :c{i}")
+    if change.status == "running":  # in the reconciler's index exactly while running
+        names["#running"] = keys.RUNNING_KEY
+        values[":running_key"] = codec.attr(keys.running_index_value(session_id))
+        sets.append("#running = :running_key")
+    elif change.status is not None:
+        removes.append(keys.RUNNING_KEY)
     if change.mark_input:
         names["#input_seq"] = "input_seq"
         sets.append("#input_seq = :new")
@@ -168,7 +174,7 @@ class EventLog(TableBase):
             ":now": codec.attr(now),
         }
         sets = ["#last_seq = :new", "#updated_at = :now"]
-        more_sets, removes = change_expressions(batch.change, names, values)
+        more_sets, removes = change_expressions(batch.change, names, values, batch.session_id)
         sets += more_sets
         guard = guard_condition(batch.guard, names, values)
         return {

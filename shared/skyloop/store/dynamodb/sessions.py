@@ -101,6 +101,22 @@ class SessionRecords(TableBase):
         raw = self._query_page(kwargs, limit)
         return [session_from(codec.from_item(i)) for i in raw[:limit]], len(raw) > limit
 
+    def list_running_sessions(self) -> list[Session]:
+        """Every session whose status is ``running`` (what the reconciler checks), from the sparse index."""
+        out: list[Session] = []
+        for shard in keys.RUNNING_SHARDS:
+            rows = self._query_all(
+                {
+                    "TableName": self.table,
+                    "IndexName": keys.INDEX_RUNNING,
+                    "KeyConditionExpression": "#k = :v",
+                    "ExpressionAttributeNames": {"#k": keys.RUNNING_KEY},
+                    "ExpressionAttributeValues": {":v": codec.attr(f"running#{shard}")},
+                }
+            )
+            out += [session_from(r) for r in rows]
+        return out
+
     def update_session(self, session_id: str, changes: dict[str, object]) -> Session:
         """Plain field updates (title, labels, runner...) that publish no event; ``None`` removes a field."""
         names: dict[str, str] = {"#updated_at": "updated_at"}
