@@ -17,7 +17,8 @@ def handler(event: dict, context: LambdaContext) -> dict:
     state = TurnState.model_validate(event)
     logger.append_keys(session_id=state.session_id, response_id=state.response_id, iteration=state.iteration)
     started = time.perf_counter()
-    result = call_model(deps.store(), state, timeout_s=model_budget_s(context.get_remaining_time_in_millis()))
+    budget = model_budget_s(context.get_remaining_time_in_millis())
+    result = call_model(deps.store(), state, timeout_s=budget, secrets=deps.secrets())
     metrics.add_metric(
         name="ModelStepMs", unit=MetricUnit.Milliseconds, value=(time.perf_counter() - started) * 1000
     )

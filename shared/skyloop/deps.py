@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 from skyloop.settings import get_settings
 
 if TYPE_CHECKING:
+    from skyloop.models.agent import Agent, AgentSpec
+    from skyloop.secrets import SecretsManagerStore
     from skyloop.sessions import Runners
     from skyloop.store import DynamoStore
     from skyloop.turns.engine import StepFunctionsEngine
@@ -35,6 +37,23 @@ def store() -> DynamoStore:
 
 
 @lru_cache(maxsize=1)
+def secrets() -> SecretsManagerStore:
+    """Agent secrets (model keys) in Secrets Manager."""
+    from skyloop.secrets import SecretsManagerStore
+
+    return SecretsManagerStore(client("secretsmanager"))
+
+
+def register_agent(spec: AgentSpec) -> Agent:
+    """Register an agent version with this deployment's store and secret store."""
+    from skyloop import sessions
+
+    return sessions.register_agent(
+        store(), spec, secrets=secrets(), secrets_prefix=get_settings().secrets_prefix
+    )
+
+
+@lru_cache(maxsize=1)
 def engine() -> StepFunctionsEngine:
     """The port to this deployment's turn state machine."""
     from skyloop.turns.engine import StepFunctionsEngine
@@ -55,6 +74,7 @@ def reset() -> None:
     """Forget cached clients and settings (tests switch environments between cases)."""
     client.cache_clear()
     store.cache_clear()
+    secrets.cache_clear()
     engine.cache_clear()
     runners.cache_clear()
     get_settings.cache_clear()

@@ -10,8 +10,10 @@ from skyloop.errors import InvalidInputError, NotFoundError
 from skyloop.ids import is_hex32, new_id
 from skyloop.models.agent import Agent, AgentSpec
 from skyloop.models.session import Session
+from skyloop.secrets import api_key_secret_name
 
 if TYPE_CHECKING:
+    from skyloop.secrets import SecretStore
     from skyloop.store import Store
 
 SNAPSHOT_ITEMS = 100
@@ -63,9 +65,37 @@ class Runners:
         }
 
 
-def register_agent(store: Store, spec: AgentSpec) -> Agent:
-    """Store a new agent version; re-using a name makes a newer version, found first by name."""
-    agent = Agent(id=new_id(), name=spec.name, created_at=int(time.time()), spec=spec)
+def register_agent(
+    store: Store,
+    spec: AgentSpec,
+    *,
+    secrets: SecretStore | None = None,
+    secrets_prefix: str = "skyloop/agents",
+) -> Agent:
+    """Store a new agent version; re-using a name makes a newer version, found first by name.
+
+    A model key in the spec goes to the secret store; the stored version keeps
+    only the secret's name (see :mod:`skyloop.secrets`).
+    """
+    agent_id = new_id()
+    secret_name = None
+    auth = spec.executor.auth
+    if auth is not None and auth.api_key is not None:
+        if secrets is None:
+            raise InvalidInputError("this deployment has no secret store for the agent's api_key")
+        secret_name = secrets.put(
+            api_key_secret_name(secrets_prefix, agent_id), auth.api_key.get_secret_value()
+        )
+        spec = spec.model_copy(
+            update={
+                "executor": spec.executor.model_copy(
+                    update={"auth": auth.model_copy(update={"api_key": None})}
+                )
+            }
+        )
+    agent = Agent(
+        id=agent_id, name=spec.name, created_at=int(time.time()), spec=spec, api_key_secret=secret_name
+    )
     store.put_agent(agent)
     return agent
 

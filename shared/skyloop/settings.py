@@ -22,6 +22,7 @@ class Settings(BaseModel):
     require_token: bool = Field(default=False, alias="SKYLOOP_REQUIRE_TOKEN")
     model_timeout_s: float = Field(default=600.0, gt=0, alias="SKYLOOP_MODEL_TIMEOUT_S")
     blob_bucket: str | None = Field(default=None, alias="SKYLOOP_BLOB_BUCKET")
+    secrets_prefix: str = Field(default="skyloop/agents", min_length=1, alias="SKYLOOP_SECRETS_PREFIX")
 
     @classmethod
     def from_env(cls) -> Settings:

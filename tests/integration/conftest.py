@@ -184,7 +184,7 @@ class Stack:
                 "limits": limits,
             }
         )
-        return sessions.register_agent(self.store, spec)
+        return deps.register_agent(spec)
 
     def new_session(self, model: str, *, agent_name: str | None = None, **limits: int) -> Session:
         agent = self.register_agent(model, name=agent_name, **limits)

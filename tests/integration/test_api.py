@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from skyloop import deps
 from skyloop.bundles import build_bundle
 
 if TYPE_CHECKING:
@@ -101,9 +102,13 @@ def test_bundle_upload_creates_agent_and_session(aws: Stack, api: Api) -> None:
     assert aws.count_agents() == agents_before + 1
     agent = aws.store.get_agent(r.body["agent_id"])
     assert agent.spec.executor.model == "bundle-model"
+    # and its key went to Secrets Manager: the table keeps only the secret's name
     assert agent.spec.executor.auth is not None
-    assert agent.spec.executor.auth.api_key is not None
-    assert agent.spec.executor.auth.api_key.get_secret_value() == "mock-key"
+    assert agent.spec.executor.auth.api_key is None
+    assert agent.api_key_secret == f"skyloop/agents/{agent.id}/api_key"
+    secret = deps.client("secretsmanager").get_secret_value(SecretId=agent.api_key_secret)
+    assert secret["SecretString"] == "mock-key"
+    assert "mock-key" not in str(aws.ddb.scan(TableName=aws.table_name)["Items"])
     created = aws.store.get_session(r.body["session_id"])
     assert (created.agent_id, created.agent_name, created.status) == (agent.id, name, "idle")
 

@@ -388,3 +388,34 @@ def test_the_reconciler_resets_a_session_whose_execution_died_and_leaves_live_on
     assert session.last_task_error.code == "runner_error"
     assert world.store.list_running_sessions() == []
     assert reconcile(world.store, world.engine, now=time.time() + 120).checked == 0
+
+
+# -------------------------------------------------------------------------------- secrets
+def test_the_model_key_lives_in_the_secret_store_and_reaches_only_the_model_call() -> None:
+    from skyloop import sessions
+    from skyloop.secrets import MemorySecrets
+
+    store, secrets = MemoryStore(), MemorySecrets()
+    spec = AgentSpec.model_validate(
+        {
+            "name": "keyed",
+            "executor": {"model": "m", "auth": {"api_key": "sk-very-secret", "base_url": "http://x"}},
+        }
+    )
+    agent = sessions.register_agent(store, spec, secrets=secrets)
+    stored = store.get_agent(agent.id)
+    # Then the stored version holds no key, only the secret's name
+    assert stored.spec.executor.auth is not None
+    assert stored.spec.executor.auth.api_key is None
+    assert stored.api_key_secret == f"skyloop/agents/{agent.id}/api_key"
+    assert "sk-very-secret" not in stored.model_dump_json()
+    assert "sk-very-secret" not in str(stored.to_api())
+    assert secrets.values == {stored.api_key_secret: "sk-very-secret"}
+    # And the model call receives it, read back from the secret store
+    resolved = steps.with_api_key(stored, secrets)
+    assert resolved.spec.executor.auth is not None
+    assert resolved.spec.executor.auth.api_key is not None
+    assert resolved.spec.executor.auth.api_key.get_secret_value() == "sk-very-secret"
+    # And without a secret store a key is refused rather than stored in the table
+    with pytest.raises(Exception, match="secret store"):
+        sessions.register_agent(store, spec, secrets=None)

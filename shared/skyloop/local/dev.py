@@ -177,7 +177,7 @@ def _register_example(url: str, mock_app: Any) -> str:
         mock_app.state.mock.set_responder(OFFLINE_MODEL, offline_coder.respond)
     spec = AgentSpec.model_validate({"name": EXAMPLE_AGENT, "prompt": EXAMPLE_PROMPT, "executor": executor})
     store = deps.store()
-    agent = sessions.register_agent(store, spec)
+    agent = deps.register_agent(spec)
     runners = sessions.Runners(deps.get_settings().default_runner_id)
     sessions.create_session(store, agent, runners, title="example session")
     return agent.id

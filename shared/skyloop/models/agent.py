@@ -1,8 +1,9 @@
 """Agent specs: what a bundle's YAML or a ``POST /v1/agents`` body declares.
 
 Secrets (``executor.auth.api_key``) are ``SecretStr`` so they never leak
-through ``repr``, logs or ``model_dump``; only the model-calling step reads
-them with ``get_secret_value()``.
+through ``repr``, logs or ``model_dump``. A registered agent keeps no key at
+all: the key goes to Secrets Manager and the agent keeps the secret's name
+(``Agent.api_key_secret``); only the model step reads it back.
 """
 
 from __future__ import annotations
@@ -83,6 +84,9 @@ class Agent(BaseModel):
     created_at: int
     spec: AgentSpec
     owner: str = "local"  # the principal the agent version belongs to
+    api_key_secret: str | None = (
+        None  # the Secrets Manager secret holding the model key (see skyloop.secrets)
+    )
 
     def to_api(self) -> dict[str, Any]:
         spec = self.spec

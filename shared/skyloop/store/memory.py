@@ -55,6 +55,8 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ agents
     def put_agent(self, agent: Agent) -> None:
+        if agent.spec.executor.auth and agent.spec.executor.auth.api_key is not None:
+            raise ValueError("agent keys go to the secret store, not the table (see skyloop.secrets)")
         with self._lock:
             if agent.id in self._agents:
                 raise ConflictError(f"an agent with id {agent.id!r} already exists")

@@ -21,6 +21,8 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
+from pydantic import SecretStr
+
 from skyloop import events as ev
 from skyloop.errors import NotFoundError
 from skyloop.turns import lifecycle, model_step
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
 
     from skyloop.models.agent import Agent
     from skyloop.models.session import Turn
+    from skyloop.secrets import SecretStore
     from skyloop.store import Store
     from skyloop.turns.engine import TurnEngine
     from skyloop.turns.state import TurnState
@@ -99,14 +102,30 @@ def model_budget_s(remaining_ms: int) -> float:
 
 @_stops_when_inactive
 def call_model(
-    store: Store, state: TurnState, model_caller: model_step.ModelCaller = None, *, timeout_s: float = 600.0
+    store: Store,
+    state: TurnState,
+    model_caller: model_step.ModelCaller = None,
+    *,
+    timeout_s: float = 600.0,
+    secrets: SecretStore | None = None,
 ) -> TurnState:
     session = store.get_session(state.session_id)
     if not lifecycle.is_active(session, state.response_id):
         return state.model_copy(update={"next": "stop"})
     turn = store.get_turn(state.session_id, state.response_id)
+    agent = with_api_key(agent_of(store, turn), secrets)
     caller = model_caller or model_step.default_caller()
-    return model_step.run(store, state, turn, agent_of(store, turn), caller, timeout_s=timeout_s)
+    return model_step.run(store, state, turn, agent, caller, timeout_s=timeout_s)
+
+
+def with_api_key(agent: Agent, secrets: SecretStore | None) -> Agent:
+    """The agent with its model key read back from the secret store, in memory only."""
+    auth = agent.spec.executor.auth
+    if agent.api_key_secret is None or auth is None or secrets is None:
+        return agent
+    key = SecretStr(secrets.get(agent.api_key_secret))
+    executor = agent.spec.executor.model_copy(update={"auth": auth.model_copy(update={"api_key": key})})
+    return agent.model_copy(update={"spec": agent.spec.model_copy(update={"executor": executor})})
 
 
 def await_client(store: Store, engine: TurnEngine, state: TurnState, task_token: str) -> None:

@@ -35,7 +35,7 @@ def create_agent() -> Response:
         from skyloop import bundles
 
         spec = bundles.load_agent_spec_dict(req.json_object())
-    agent = sessions.register_agent(deps.store(), spec)
+    agent = deps.register_agent(spec)
     return json_response(201, agent.to_api())
 
 

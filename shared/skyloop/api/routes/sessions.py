@@ -37,7 +37,7 @@ def create_session() -> Response:
         if "metadata" not in fields:
             raise InvalidInputError("multipart field 'metadata' (a JSON string, may be '{}') is required")
         metadata = bundles.parse_session_metadata(fields["metadata"])
-        agent = sessions.register_agent(store, spec)
+        agent = deps.register_agent(spec)
         session = sessions.create_session(
             store, agent, deps.runners(), title=metadata.title, labels=metadata.labels
         )

@@ -15,9 +15,8 @@ class AgentRecords(TableBase):
     def put_agent(self, agent: Agent) -> None:
         ts = time.time_ns()
         created = keys.created_key(ts, agent.id)
-        secret = None
         if agent.spec.executor.auth and agent.spec.executor.auth.api_key is not None:
-            secret = agent.spec.executor.auth.api_key.get_secret_value()
+            raise ValueError("agent keys go to the secret store, not the table (see skyloop.secrets)")
         item = {
             **keys.agent_key(agent.id),
             "kind": "agent",
@@ -27,7 +26,7 @@ class AgentRecords(TableBase):
             "created_at": agent.created_at,
             # api_key dumps masked; it is kept in its own attribute
             **self._text_out("spec", agent.spec.model_dump_json(), keys.agent_blob_prefix(agent.id)),
-            "api_key": secret,
+            "api_key_secret": agent.api_key_secret,
             keys.OWNER_KEY: keys.owner_index_value("agent", agent.owner),
             keys.NAME_KEY: keys.agent_name_index_value("agent", agent.owner, agent.name),
             keys.CREATED_KEY: created,
@@ -37,13 +36,12 @@ class AgentRecords(TableBase):
 
     def _agent_from(self, attrs: dict[str, Any]) -> Agent:
         spec = codec.loads(self._text_in(attrs, "spec"), {})
-        if attrs.get("api_key") is not None:
-            spec.setdefault("executor", {}).setdefault("auth", {})["api_key"] = attrs["api_key"]
         return Agent(
             id=attrs["id"],
             name=attrs["name"],
             created_at=int(attrs["created_at"]),
             owner=attrs.get("owner") or keys.DEFAULT_OWNER,
+            api_key_secret=attrs.get("api_key_secret"),
             spec=AgentSpec.model_validate(spec),
         )
 

@@ -1,0 +1,68 @@
+"""Agent secrets (model API keys) live in AWS Secrets Manager, never in the table.
+
+When an agent version is registered with ``executor.auth.api_key``, the key is
+written to a secret named ``<prefix>/<agent id>/api_key`` and the stored agent
+keeps only that name; the spec is stored without the key. Only the model step
+reads it back, through Powertools Parameters (cached for a few minutes in a
+warm container), and the stack grants ``secretsmanager:GetSecretValue`` on
+the prefix to that function's role alone. The local stack uses moto's Secrets
+Manager; unit tests use :class:`MemorySecrets`.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Protocol
+
+SECRET_CACHE_S = 300  # a rotated key reaches warm model steps within five minutes
+
+
+class SecretStore(Protocol):
+    def put(self, name: str, value: str) -> str:
+        """Store ``value`` under ``name``; returns the reference to keep."""
+        ...
+
+    def get(self, reference: str) -> str: ...
+
+
+def api_key_secret_name(prefix: str, agent_id: str) -> str:
+    return f"{prefix.rstrip('/')}/{agent_id}/api_key"
+
+
+class SecretsManagerStore:
+    """Secrets Manager through a ready ``boto3`` client (writes) and Powertools Parameters (reads)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def put(self, name: str, value: str) -> str:
+        try:
+            self.client.create_secret(Name=name, SecretString=value)
+        except self.client.exceptions.ResourceExistsException:
+            self.client.put_secret_value(SecretId=name, SecretString=value)
+        return name
+
+    def get(self, reference: str) -> str:
+        from aws_lambda_powertools.utilities import parameters  # deferred: only the model step reads secrets
+
+        provider = parameters.SecretsProvider(boto3_client=self.client)
+        return str(provider.get(reference, max_age=SECRET_CACHE_S))
+
+
+class MemorySecrets:
+    """A dict behind the same interface (unit tests)."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+        self.reads = 0
+        self._lock = threading.Lock()
+
+    def put(self, name: str, value: str) -> str:
+        with self._lock:
+            self.values[name] = value
+        return name
+
+    def get(self, reference: str) -> str:
+        with self._lock:
+            self.reads += 1
+            return self.values[reference]
