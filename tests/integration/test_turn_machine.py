@@ -671,7 +671,7 @@ def test_a_step_that_raises_fails_the_turn_and_the_session_takes_messages_again(
     def broken(*_: Any, **__: Any) -> Any:
         raise RuntimeError("a bug in the step")
 
-    monkeypatch.setattr(model_step, "default_caller", lambda: broken)
+    monkeypatch.setattr(model_step, "default_caller", lambda _harness: broken)
     session = aws.new_session(mock_llm.script({"text": "unused"}))
     # When a turn runs
     api.post_message(session.id, "hi")
@@ -697,7 +697,7 @@ def test_when_failturn_itself_fails_the_reconciler_resets_the_session(
     def fail_broken(*_: Any, **__: Any) -> None:
         raise ConnectionError("table unreachable")
 
-    monkeypatch.setattr(model_step, "default_caller", lambda: model_down)
+    monkeypatch.setattr(model_step, "default_caller", lambda _harness: model_down)
     monkeypatch.setattr(lifecycle, "fail", fail_broken)
     session = aws.new_session(mock_llm.script({"text": "unused"}))
     api.post_message(session.id, "hi")

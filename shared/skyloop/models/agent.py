@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-SUPPORTED_HARNESSES = ("openai-agents",)
+SUPPORTED_HARNESSES = ("openai-agents", "chat-completions", "bedrock-converse")
 AGENT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 
 
@@ -35,9 +35,12 @@ class AgentExecutor(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     harness: str = "openai-agents"
-    model: str = Field(min_length=1, max_length=256)
+    model: str = Field(min_length=1, max_length=2048)  # a model id, or a Bedrock inference-profile ARN
     profile: str | None = ""
     auth: AgentAuth | None = None
+    region: str | None = Field(default=None, pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")  # bedrock-converse only
+    max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
+    temperature: float | None = Field(default=None, ge=0, le=2)
 
     @field_validator("harness")
     @classmethod

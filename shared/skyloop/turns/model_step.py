@@ -210,8 +210,8 @@ class DeltaWriter:
         self.sent_any = True
 
 
-def default_caller() -> Callable[..., Any]:
-    """The harness the agent's executor names (only ``openai-agents`` today), imported on first use."""
-    from skyloop.harnesses.openai_responses import call_model
+def default_caller(harness: str) -> Callable[..., Any]:
+    """The harness the agent's executor names, imported on first use."""
+    from skyloop.harnesses import caller_for
 
-    return call_model
+    return caller_for(harness)

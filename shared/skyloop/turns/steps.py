@@ -114,7 +114,7 @@ def call_model(
         return state.model_copy(update={"next": "stop"})
     turn = store.get_turn(state.session_id, state.response_id)
     agent = with_api_key(agent_of(store, turn), secrets)
-    caller = model_caller or model_step.default_caller()
+    caller = model_caller or model_step.default_caller(agent.spec.executor.harness)
     return model_step.run(store, state, turn, agent, caller, timeout_s=timeout_s)
 
 
