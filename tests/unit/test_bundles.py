@@ -98,10 +98,11 @@ def test_yml_suffix_and_plain_tar_accepted() -> None:
 
 
 def test_profile_empty_string_and_extra_keys_kept() -> None:
-    text = 'name: x\nexecutor: {model: m, profile: "", temperature: 0.2}\ncustom: {a: [1, 2]}\n'
+    text = 'name: x\nexecutor: {model: m, profile: "", temperature: 0.2, top_k: 3}\ncustom: {a: [1, 2]}\n'
     spec = load_agent_bundle(_yaml_bundle(text))
     assert spec.executor.profile == ""
-    assert spec.executor.model_extra == {"temperature": 0.2}
+    assert spec.executor.temperature == 0.2
+    assert spec.executor.model_extra == {"top_k": 3}
     assert spec.model_extra == {"custom": {"a": [1, 2]}}
 
 
