@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -11,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import openai
 import pytest
-import uvicorn
 from openai.types.responses import (
     ResponseCompletedEvent,
     ResponseContentPartAddedEvent,
@@ -33,38 +31,12 @@ from starlette.routing import Mount
 from skyloop.mockllm import MockState, create_app
 from skyloop.mockllm._sse import split_words
 from skyloop.mockllm._state import user_input_text
+from tests.servers import UvicornThread
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
 # -- fixtures -------------------------------------------------------------------
-
-
-class _Server:
-    """uvicorn on a free port (port 0) in a daemon thread, so tests get a real HTTP stack."""
-
-    def __init__(self, app: Any) -> None:
-        config = uvicorn.Config(
-            app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", timeout_graceful_shutdown=1
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
-        self.url = ""
-
-    def __enter__(self) -> _Server:
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("mock LLM server did not start")
-            time.sleep(0.01)
-        port = self._server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=5)
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +46,7 @@ def state() -> MockState:
 
 @pytest.fixture(scope="module")
 def base_url(state: MockState) -> Iterator[str]:
-    with _Server(create_app(state)) as server:
+    with UvicornThread(create_app(state)) as server:
         yield server.url
 
 
@@ -534,20 +506,58 @@ def test_chat_completions_stream(http: httpx.Client, sdk: openai.OpenAI) -> None
     )
     messages: list[Any] = [{"role": "user", "content": "hello"}]
 
-    chunks = list(sdk.chat.completions.create(model="gpt-mock", messages=messages, stream=True))
-    assert len(chunks) == 1
-    assert chunks[0].object == "chat.completion.chunk"
-    assert chunks[0].choices[0].delta.content == "streamed chat"
-    assert chunks[0].choices[0].finish_reason == "stop"
+    chunks = list(
+        sdk.chat.completions.create(
+            model="gpt-mock", messages=messages, stream=True, stream_options={"include_usage": True}
+        )
+    )
+    assert {c.object for c in chunks} == {"chat.completion.chunk"}
+    assert chunks[0].choices[0].delta.role == "assistant"
+    content = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    assert content == ["streamed ", "chat"]  # word by word
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.prompt_tokens == 10
 
     raw = http.post("/v1/chat/completions", json={"model": "m", "messages": messages, "stream": True})
     frames = [f for f in raw.text.split("\n\n") if f]
     assert frames[-1] == "data: [DONE]"
-    assert len(frames) == 2
-    delta = json.loads(frames[0].removeprefix("data: "))["choices"][0]["delta"]
-    assert delta["tool_calls"] == [
-        {"index": 0, "id": "c1", "type": "function", "function": {"name": "Read", "arguments": "{}"}}
+    bodies = [json.loads(f.removeprefix("data: ")) for f in frames[:-1]]
+    assert all(b["choices"] for b in bodies)  # no usage chunk unless asked for
+    parts = [p for b in bodies for p in b["choices"][0]["delta"].get("tool_calls") or []]
+    assert parts[0] == {
+        "index": 0,
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "Read", "arguments": ""},
+    }
+    assert "".join(p["function"]["arguments"] for p in parts) == "{}"
+    assert bodies[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_chat_stream_splits_tool_arguments(http: httpx.Client) -> None:
+    args = json.dumps({"path": "src/app.py", "limit": 200})
+    configure(
+        http,
+        [
+            {
+                "tool_calls": [
+                    {"call_id": "a", "name": "Read", "arguments": args},
+                    {"call_id": "b", "name": "Glob"},
+                ]
+            }
+        ],
+    )
+    raw = http.post("/v1/chat/completions", json={"model": "m", "messages": [], "stream": True})
+    bodies = [
+        json.loads(f.removeprefix("data: ")) for f in raw.text.split("\n\n") if f and f != "data: [DONE]"
     ]
+    parts = [p for b in bodies for p in b["choices"][0]["delta"].get("tool_calls") or []]
+    first = [p["function"]["arguments"] for p in parts if p["index"] == 0]
+    assert len([a for a in first if a]) > 1  # the arguments arrive in pieces
+    assert "".join(first) == args
+    assert [p["id"] for p in parts if "id" in p] == ["a", "b"]
 
 
 def test_models_list(http: httpx.Client, sdk: openai.OpenAI) -> None:
@@ -561,7 +571,7 @@ def test_models_list(http: httpx.Client, sdk: openai.OpenAI) -> None:
 def test_works_mounted_under_a_prefix() -> None:
     outer = Starlette(routes=[Mount("/_mock", app=create_app())])
 
-    with _Server(outer) as server, httpx.Client(base_url=f"{server.url}/_mock", timeout=10) as client:
+    with UvicornThread(outer) as server, httpx.Client(base_url=f"{server.url}/_mock", timeout=10) as client:
         configure(client, [{"text": "mounted", "stream": True}])
         sdk = openai.OpenAI(base_url=f"{server.url}/_mock/v1", api_key="k", max_retries=0)
         with sdk, sdk.responses.stream(model="m", input="hi") as stream:

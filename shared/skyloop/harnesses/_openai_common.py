@@ -75,3 +75,5 @@ def mapped_errors() -> Iterator[None]:
         raise ModelCallError(
             f"model endpoint unreachable: {exc}", code="model_unreachable", retryable=True
         ) from exc
+    except openai.APIError as exc:  # e.g. an error object inside an otherwise good stream
+        raise ModelCallError(f"model endpoint error: {short(str(exc))}", code="model_error") from exc

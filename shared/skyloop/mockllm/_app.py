@@ -109,8 +109,12 @@ def create_app(state: MockState | None = None) -> Starlette:  # noqa: C901  (the
         model = _request_model(body)
         if not _wants_stream(body):
             return JSONResponse(_sse.chat_completion_json(entry, model))
+        options = body.get("stream_options") if isinstance(body, dict) else None
+        include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
         return StreamingResponse(
-            _iterate(_sse.chat_completion_chunks(entry, model)),
+            _iterate_chat(
+                _sse.chat_completion_chunks(entry, model, include_usage=include_usage), entry.stream
+            ),
             media_type="text/event-stream",
             headers=_SSE_HEADERS,
         )
@@ -176,6 +180,9 @@ async def _paced(events: Iterable[dict[str, Any]], word_by_word: bool) -> AsyncI
             await asyncio.sleep(WORD_DELAY_S)
 
 
-async def _iterate(chunks: Iterable[str]) -> AsyncIterator[str]:
+async def _iterate_chat(chunks: Iterable[str], word_by_word: bool) -> AsyncIterator[str]:
+    """Each chunk is its own write; content chunks of a ``stream`` entry are paced like Responses deltas."""
     for chunk in chunks:
         yield chunk
+        if word_by_word and '"content":' in chunk and '"role"' not in chunk:
+            await asyncio.sleep(WORD_DELAY_S)

@@ -259,14 +259,52 @@ def chat_completion_json(entry: QueuedResponse, model: str) -> dict[str, Any]:
     }
 
 
-def chat_completion_chunks(entry: QueuedResponse, model: str) -> list[str]:
-    """Compatibility shape: the whole answer in one chunk, then ``[DONE]``; no usage chunk."""
-    delta, finish_reason = _chat_message(entry, indexed=True)
-    chunk = {
-        "id": "chatcmpl-resp_" + _hex(),
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}],
-    }
-    return [sse_data(chunk), sse_data("[DONE]")]
+def _pieces(text: str, count: int = 3) -> list[str]:
+    """``text`` cut into up to ``count`` pieces, as a real server streams tool-call arguments."""
+    if len(text) <= 1:
+        return [text]
+    size = max(1, -(-len(text) // count))
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def chat_completion_chunks(entry: QueuedResponse, model: str, *, include_usage: bool = False) -> list[str]:
+    """The stream a real server sends: a role chunk, content deltas (word by word for ``stream`` entries),
+    or each tool call announced with its id and name and its arguments in pieces, a finish chunk,
+    the usage chunk when ``stream_options.include_usage`` asked for it, then ``[DONE]``.
+    """
+    chunk_id = "chatcmpl-resp_" + _hex()
+    created = int(time.time())
+
+    def chunk(delta: dict[str, Any] | None, finish_reason: str | None = None, **extra: Any) -> str:
+        choices = (
+            []
+            if delta is None
+            else [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]
+        )
+        body = {"id": chunk_id, "object": "chat.completion.chunk", "created": created, "model": model}
+        return sse_data({**body, "choices": choices, **extra})
+
+    frames = [chunk({"role": "assistant", "content": ""})]
+    if entry.tool_calls:
+        for index, call in enumerate(entry.tool_calls):
+            head = {"index": index, "id": call.call_id, "type": "function"}
+            frames.append(chunk({"tool_calls": [{**head, "function": {"name": call.name, "arguments": ""}}]}))
+            frames.extend(
+                chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+                for piece in _pieces(call.arguments)
+            )
+        frames.append(chunk({}, "tool_calls"))
+    else:
+        pieces = split_words(entry.text) if entry.stream else ([entry.text] if entry.text else [])
+        frames.extend(chunk({"content": piece}) for piece in pieces)
+        frames.append(chunk({}, "stop"))
+    if include_usage:
+        completion_tokens = _output_tokens(entry)
+        usage = {
+            "prompt_tokens": INPUT_TOKENS,
+            "completion_tokens": completion_tokens,
+            "total_tokens": INPUT_TOKENS + completion_tokens,
+        }
+        frames.append(chunk(None, usage=usage))
+    frames.append(sse_data("[DONE]"))
+    return frames
