@@ -21,6 +21,19 @@ def test_every_manifest_function_has_declared_access() -> None:
     assert set(permissions.TURN_ACCESS) <= names
 
 
+def test_declared_table_access_is_explicit_and_scannable_by_nobody() -> None:
+    from skyloop.store import schema
+
+    for name, access in permissions.TABLE_ACCESS.items():
+        # Then every action is a plain DynamoDB action, listed once, with no wildcard
+        assert all(a.startswith("dynamodb:") and "*" not in a for a in access.actions), name
+        assert len(set(access.actions)) == len(access.actions), name
+        # And no function scans (the operator's token list and the local TTL sweep do)
+        assert "dynamodb:Scan" not in access.actions, name
+        # And the indexes named are the table's own
+        assert set(access.indexes) <= set(schema.INDEXES), name
+
+
 def test_a_function_without_declared_access_stops_synth(monkeypatch: pytest.MonkeyPatch) -> None:
     import aws_cdk as cdk
     from aws_cdk import aws_dynamodb as dynamodb

@@ -36,7 +36,6 @@ Template = dict[str, Any]
 CACHING_DISABLED = "4135ea2d-6df8-44a3-9df3-4b5a84be39ad"  # managed CachePolicy
 ALL_VIEWER_EXCEPT_HOST_HEADER = "b689b0a8-53d0-40ab-baf2-68738e2966ac"  # managed OriginRequestPolicy
 STEP_FUNCTIONS = [f for f in manifest.FUNCTIONS if f.asl_key]
-WRITE_ACTIONS = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
 
 
 def _table_id(t: Template) -> str:
@@ -229,19 +228,48 @@ def test_roles_have_no_managed_policies(template_json: Template) -> None:
         assert "ManagedPolicyArns" not in role["Properties"], spec.name
 
 
+# What each function's code calls on the table (see infra/permissions.py for who calls what).
+# TransactWriteItems is authorized per item: PutItem, UpdateItem, ConditionCheckItem.
+READS = {"dynamodb:GetItem", "dynamodb:Query"}
+STEP_ACTIONS = READS | {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"}
+EXPECTED_TABLE_ACTIONS = {
+    "api": STEP_ACTIONS | {"dynamodb:DeleteItem", "dynamodb:BatchWriteItem"},
+    "stream": READS,
+    **{f.name: STEP_ACTIONS for f in STEP_FUNCTIONS},
+}
+EXPECTED_INDEXES = {"api": {"by_owner", "by_agent_name"}}
+
+
+def _table_statements(t: Template, name: str) -> list[dict[str, Any]]:
+    statements = role_statements(t, _role_of(t, name))
+    return [s for s in statements if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
+
+
 @pytest.mark.parametrize("spec", manifest.FUNCTIONS, ids=lambda f: f.name)
-def test_table_access_is_as_declared(template_json: Template, spec: manifest.FunctionSpec) -> None:
-    statements = role_statements(template_json, _role_of(template_json, spec.name))
-    granted = actions(statements)
+def test_table_actions_are_exactly_what_the_function_calls(
+    template_json: Template, spec: manifest.FunctionSpec
+) -> None:
+    # Given the DynamoDB statements of the function's role
+    statements = _table_statements(template_json, spec.name)
+    # Then they grant exactly the actions its code calls: no Scan, BatchGetItem, DescribeTable
+    # or stream reads, and deletes only for the API
+    assert actions(statements) == EXPECTED_TABLE_ACTIONS[spec.name]
+    assert set(permissions.TABLE_ACCESS[spec.name].actions) == EXPECTED_TABLE_ACTIONS[spec.name]
+
+
+@pytest.mark.parametrize("spec", manifest.FUNCTIONS, ids=lambda f: f.name)
+def test_table_access_names_the_table_and_only_the_indexes_queried(
+    template_json: Template, spec: manifest.FunctionSpec
+) -> None:
     table_arn = {"Fn::GetAtt": [_table_id(template_json), "Arn"]}
-    assert "dynamodb:GetItem" in granted
-    assert "dynamodb:Query" in granted
-    for s in statements_with(statements, "dynamodb:GetItem"):
-        assert table_arn in as_list(s["Resource"])
-    if permissions.TABLE_ACCESS[spec.name] == "read_write":
-        assert granted >= WRITE_ACTIONS
-    else:
-        assert not granted & WRITE_ACTIONS
+    resources_granted = [
+        r for s in _table_statements(template_json, spec.name) for r in as_list(s["Resource"])
+    ]
+    # Then the table itself, plus one ARN per index the function queries, never index/*
+    indexes = EXPECTED_INDEXES.get(spec.name, set())
+    expected = [table_arn] + [{"Fn::Join": ["", [table_arn, f"/index/{name}"]]} for name in sorted(indexes)]
+    assert sorted(resources_granted, key=str) == sorted(expected, key=str)
+    assert "index/*" not in json.dumps(resources_granted)
 
 
 @pytest.mark.parametrize("spec", manifest.FUNCTIONS, ids=lambda f: f.name)
