@@ -35,6 +35,21 @@ POWERTOOLS_LOG_LEVEL = "INFO"
 
 # ---------------------------------------------------------------- logs
 LOG_RETENTION = "ONE_MONTH"  # aws_logs.RetentionDays member (30 days): functions, turns, API access
+# Step Functions delivers logs as a "vended" log source: under this prefix CloudWatch Logs needs no
+# resource policy per log group (that policy is limited to 5,120 characters per account and region,
+# so busy accounts run out). The name is <prefix><stack>-turns-<region>-<8 hex of the stack id>:
+# unique per stack instance, so a log group retained by a deleted prod stack never blocks a redeploy.
+TURNS_LOG_GROUP_PREFIX = "/aws/vendedlogs/states/"
+TURNS_LOG_GROUP_PURPOSE = "turns"
+
+# ---------------------------------------------------------------- account-global names
+# CloudFront resources are global to the account: their names must differ between regions (and
+# stacks) of one account. Each is <stack>-<purpose>-<region>, within the service's length limit.
+NAME_MAX_REGION_LENGTH = 14  # the longest region names today, e.g. "ap-southeast-4"
+OAC_NAME_PURPOSE = "stream-oac"  # CloudFront Origin Access Control: 64 characters at most
+OAC_NAME_MAX_LENGTH = 64
+EDGE_FUNCTION_NAME_PURPOSE = "stream-auth"  # CloudFront Function: 64 characters of [A-Za-z0-9_-]
+EDGE_FUNCTION_NAME_MAX_LENGTH = 64
 
 # ---------------------------------------------------------------- HTTP API
 API_THROTTLE_RATE_PER_S = 50
