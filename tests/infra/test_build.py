@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -118,3 +119,51 @@ class TestCloudFormationDefinition:
         text = '{"StartAt": "A", "States": {"A": {"Type": "Task", "Resource": "${Typo}", "End": true}}}'
         with pytest.raises(ValueError, match="Typo"):
             self._defuse(text, {"AFunctionArn"})
+
+
+class TestStreamEntryPoint:
+    """``functions/stream/run.sh`` run by bash with a stub ``python`` that reports what it was given."""
+
+    STUB = '#!/bin/sh\nprintf "%s\\n" "$PYTHONPATH" "$*"\n'
+
+    def _run(self, tmp_path: Path, **env: str) -> tuple[str, str]:
+        bash = shutil.which("bash")
+        assert bash, "bash is needed to run run.sh"
+        stub_dir = tmp_path / "stub"
+        stub_dir.mkdir()
+        (stub_dir / "python").write_text(self.STUB)
+        (stub_dir / "python").chmod(0o755)
+        run_sh = manifest.by_name("stream").handler_file
+        out = subprocess.run(
+            [bash, str(run_sh)],
+            env={"PATH": f"{stub_dir}:/usr/bin:/bin", "LAMBDA_TASK_ROOT": "/var/task", **env},
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout.splitlines()
+        return out[0], out[1]
+
+    def test_the_runtimes_pythonpath_survives(self, tmp_path: Path) -> None:
+        # Given Lambda's own PYTHONPATH in the environment
+        pythonpath, _ = self._run(tmp_path, PYTHONPATH="/var/runtime:/opt/extra")
+        # Then the task root and the layer come first and the runtime's entries follow
+        assert pythonpath == "/var/task:/opt/python:/var/runtime:/opt/extra"
+
+    def test_no_empty_entry_without_a_pythonpath(self, tmp_path: Path) -> None:
+        # An empty entry would put the working directory on sys.path
+        pythonpath, _ = self._run(tmp_path)
+        assert pythonpath == "/var/task:/opt/python"
+
+    def test_uvicorn_serves_the_stream_app_on_the_adapter_port(self, tmp_path: Path) -> None:
+        _, args = self._run(tmp_path, AWS_LWA_PORT="9001")
+        assert args.split() == [
+            "-m",
+            "uvicorn",
+            "--host",
+            "127.0.0.1",
+            "--port=9001",
+            "--log-level",
+            "warning",
+            "skyloop.stream:app",
+        ]
