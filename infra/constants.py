@@ -21,6 +21,7 @@ CTX_PROD = "prod"  # "true": RETAIN + deletion protection on stateful resources
 CTX_LWA_LAYER_VERSION = "lwaLayerVersion"
 CTX_ALARM_TOPIC_ARN = "alarmTopicArn"  # optional: an existing SNS topic the alarms notify
 CTX_POWERTOOLS_TRACER = "powertoolsTracer"
+CTX_CORS_ORIGINS = "corsOrigins"  # comma-separated browser origins allowed to call the API; empty: no CORS
 
 # ---------------------------------------------------------------- Lambda Web Adapter
 LWA_LAYER_ACCOUNT = "753240598075"  # AWS's publishing account for the Lambda Web Adapter layers
@@ -54,6 +55,16 @@ EDGE_FUNCTION_NAME_MAX_LENGTH = 64
 # ---------------------------------------------------------------- HTTP API
 API_THROTTLE_RATE_PER_S = 50
 API_THROTTLE_BURST = 100
+
+# ---------------------------------------------------------------- CORS (only with corsOrigins)
+# What a browser client sends and reads. Bearer tokens travel in Authorization, not cookies, so
+# credentials (cookies) stay disallowed.
+CORS_API_METHODS = ("GET", "POST", "PATCH", "DELETE")  # the REST routes' methods
+CORS_API_HEADERS = ("authorization", "content-type", "idempotency-key")
+CORS_API_EXPOSE_HEADERS = ("x-request-id",)
+CORS_STREAM_METHODS = ("GET",)
+CORS_STREAM_HEADERS = ("authorization", "last-event-id")
+CORS_MAX_AGE_S = 600  # browsers cache a preflight answer this long
 
 # ---------------------------------------------------------------- edge
 STREAM_PATH_PATTERN = "/v1/sessions/*/stream"

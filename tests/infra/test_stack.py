@@ -417,6 +417,16 @@ def test_http_api_sends_every_route_to_the_api_function(template_json: Template)
     assert {"Ref": api_id} in permission[0]["Properties"]["SourceArn"]["Fn::Join"][1]
 
 
+def test_cors_is_off_by_default(template_json: Template) -> None:
+    # Given no corsOrigins in cdk.json: no browser origin is allowed anywhere
+    context = json.loads((manifest.PROJECT_ROOT / "cdk.json").read_text())["context"]
+    assert not context.get(C.CTX_CORS_ORIGINS)
+    _, api = one(template_json, "AWS::ApiGatewayV2::Api")
+    assert "CorsConfiguration" not in api["Properties"]
+    _, url = one(template_json, "AWS::Lambda::Url")
+    assert "Cors" not in url["Properties"]
+
+
 def test_api_stage_throttles_and_writes_access_logs(template_json: Template) -> None:
     _, stage = one(template_json, "AWS::ApiGatewayV2::Stage")
     props = stage["Properties"]
