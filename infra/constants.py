@@ -9,6 +9,11 @@ from __future__ import annotations
 STACK_NAME = "Skyloop"
 SERVICE_NAME = "skyloop"  # POWERTOOLS_SERVICE_NAME and the metrics namespace
 
+# ---------------------------------------------------------------- CDK
+# The oldest aws-cdk-lib whose OAC function-URL origin also grants lambda:InvokeFunction (dual auth,
+# aws/aws-cdk#35872); pyproject.toml's floor must not admit anything older.
+CDK_MIN_VERSION = "2.273.0"
+
 # ---------------------------------------------------------------- Lambda platform
 # One Python version for the functions and the layer's wheels (pydantic-core is
 # a compiled wheel: the layer must be built for exactly this ABI).

@@ -167,3 +167,23 @@ class TestStreamEntryPoint:
             "warning",
             "skyloop.stream:app",
         ]
+
+
+def test_cdk_floor_admits_only_releases_that_grant_invoke_function_to_cloudfront() -> None:
+    import tomllib
+    from importlib.metadata import version
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    # Given the aws-cdk-lib requirement of the cdk extra
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["cdk"]
+    (cdk_lib,) = [Requirement(r) for r in extra if Requirement(r).name == "aws-cdk-lib"]
+    floor = Version(C.CDK_MIN_VERSION)
+    # Then no release before the one with the dual-auth grant is admitted (2.272.0 grants only
+    # lambda:InvokeFunctionUrl), and that release is
+    assert not cdk_lib.specifier.contains("2.272.0")
+    assert not cdk_lib.specifier.contains("2.170.0")
+    assert cdk_lib.specifier.contains(str(floor))
+    # And the installed CDK is one of them
+    assert Version(version("aws-cdk-lib")) >= floor

@@ -478,10 +478,14 @@ def test_stream_url_streams_and_only_cloudfront_may_call_it(template_json: Templ
         if p["Properties"]["FunctionName"]
         in ({"Fn::GetAtt": [url_id, "FunctionArn"]}, {"Fn::GetAtt": [fn_id, "Arn"]})
     ]
-    assert {g["Action"] for g in grants} == {"lambda:InvokeFunctionUrl", "lambda:InvokeFunction"}
+    # Then CloudFront may call the URL: function URLs need both actions ("dual auth"), each once
+    assert sorted(g["Action"] for g in grants) == ["lambda:InvokeFunction", "lambda:InvokeFunctionUrl"]
     for grant in grants:
         assert grant["Principal"] == "cloudfront.amazonaws.com"
         assert {"Ref": distribution_id} in grant["SourceArn"]["Fn::Join"][1]
+    # And InvokeFunction only through the URL, so the distribution cannot invoke it directly
+    (invoke,) = [g for g in grants if g["Action"] == "lambda:InvokeFunction"]
+    assert invoke["InvokedViaFunctionUrl"] is True
 
 
 # ------------------------------------------------------------------------------- edge
