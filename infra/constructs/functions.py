@@ -57,6 +57,13 @@ class Functions(Construct):
                 "run `make layer` before deploying",
             )
 
+        if assets.bytecode_python() is None:
+            cdk.Annotations.of(self).add_warning_v2(
+                "skyloop:noBytecode",
+                "no CPython 3.12 on this machine: the function code ships without bytecode, so every "
+                "cold start compiles it; install Python 3.12 (pyenv install 3.12) and synth again",
+            )
+
         self.by_name: dict[str, lambda_.Function] = {}
         self.log_groups: dict[str, logs.LogGroup] = {}
         for spec in FUNCTIONS:

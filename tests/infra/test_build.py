@@ -6,8 +6,12 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
 
 from infra import assets, permissions
 from infra import constants as C
@@ -78,22 +82,101 @@ def test_missing_layer_falls_back_to_a_placeholder(tmp_path: Path, monkeypatch: 
     assert (folder / "python").is_dir()
 
 
-def test_layer_build_installs_wheels_for_lambda_only() -> None:
-    # Given the build script in dry-run mode (no network)
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "layers" / "build.py"), "--dry-run"],
+def _dry_run(*args: str) -> list[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "layers" / "build.py"), "--dry-run", *args],
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
     ).stdout.split()
+
+
+def test_layer_build_installs_the_lock_as_wheels_for_lambda_only() -> None:
+    # Given the build script in dry-run mode (no network)
+    out = _dry_run()
     # Then pip installs binary wheels for arm64 CPython 3.12 into layers/build/python
     assert out[out.index("--platform") + 1] == "manylinux2014_aarch64"
     assert "--only-binary=:all:" in out
     assert out[out.index("--python-version") + 1] == C.LAMBDA_PYTHON_VERSION
     assert out[out.index("--implementation") + 1] == "cp"
     assert Path(out[out.index("-t") + 1]) == ROOT / "layers" / "build" / "python"
-    assert Path(out[out.index("-r") + 1]) == ROOT / "layers" / "requirements.txt"
+    # And exactly the lock, resolving nothing at build time
+    assert Path(out[out.index("-r") + 1]) == ROOT / "layers" / "requirements.lock"
+    assert "--no-deps" in out
+    # And no bytecode from pip's own interpreter (3.12 bytecode is compiled afterwards)
+    assert "--no-compile" in out
+
+
+def test_host_build_uses_the_same_lock_for_this_machine() -> None:
+    out = _dry_run("--host")
+    assert "--platform" not in out
+    assert out[out.index("--python-version") + 1] == C.LAMBDA_PYTHON_VERSION
+    assert Path(out[out.index("-r") + 1]) == ROOT / "layers" / "requirements.lock"
+    assert "--no-deps" in out
+
+
+class TestLock:
+    """``layers/requirements.lock``: what the layer installs, every package pinned."""
+
+    LOCK = ROOT / "layers" / "requirements.lock"
+    RUNTIME_LOCK = ROOT / "layers" / "runtime.lock"
+
+    @staticmethod
+    def _requirements(path: Path) -> list[Requirement]:
+        from packaging.requirements import Requirement
+
+        lines = [line.split("#", 1)[0].strip() for line in path.read_text().splitlines()]
+        return [Requirement(line) for line in lines if line]
+
+    def _pins(self, path: Path) -> dict[str, str]:
+        from packaging.utils import canonicalize_name
+
+        out: dict[str, str] = {}
+        for r in self._requirements(path):
+            (spec,) = r.specifier  # exactly one specifier, and it is ==
+            assert spec.operator == "==", r
+            assert "*" not in spec.version, r
+            assert r.marker is None, r
+            assert r.url is None, r
+            name = canonicalize_name(r.name)
+            assert name not in out, f"{name} pinned twice"
+            out[name] = spec.version
+        return out
+
+    def test_every_package_is_pinned_exactly(self) -> None:
+        assert len(self._pins(self.LOCK)) > 10
+        assert self._pins(self.RUNTIME_LOCK)
+
+    def test_lock_covers_requirements_txt(self) -> None:
+        from packaging.utils import canonicalize_name
+
+        pins = self._pins(self.LOCK)
+        locked = {canonicalize_name(r.name): r for r in self._requirements(self.LOCK)}
+        for wanted in self._requirements(ROOT / "layers" / "requirements.txt"):
+            name = canonicalize_name(wanted.name)
+            # Then each requirement is pinned at a version it admits, with its extras
+            assert name in pins, wanted
+            assert wanted.specifier.contains(pins[name], prereleases=True), (wanted, pins[name])
+            assert wanted.extras <= locked[name].extras, wanted
+
+    def test_the_tracer_extra_is_in_the_layer(self) -> None:
+        # `-c powertoolsTracer=true` builds Powertools' Tracer, which imports the X-Ray SDK
+        (powertools,) = [
+            r
+            for r in self._requirements(ROOT / "layers" / "requirements.txt")
+            if r.name == "aws-lambda-powertools"
+        ]
+        assert "tracer" in powertools.extras
+        assert {"aws-xray-sdk", "wrapt"} <= set(self._pins(self.LOCK))
+
+    def test_the_runtime_sdk_stays_out_of_the_layer(self) -> None:
+        # boto3 and botocore come with the Lambda runtime; a layer copy would shadow its botocore
+        layer, runtime = self._pins(self.LOCK), self._pins(self.RUNTIME_LOCK)
+        assert not {"boto3", "botocore", "s3transfer", "urllib3"} & set(layer)
+        assert {"boto3", "botocore", "s3transfer"} <= set(runtime)
+        # And packages in both are pinned alike
+        assert all(layer[n] == runtime[n] for n in set(layer) & set(runtime))
 
 
 class TestCloudFormationDefinition:

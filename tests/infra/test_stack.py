@@ -25,6 +25,7 @@ from tests.infra.helpers import (
     actions,
     as_list,
     by_prefix,
+    bytecode_problems,
     function,
     one,
     resources,
@@ -159,6 +160,21 @@ def test_dependencies_come_from_one_arm64_layer(template_json: Template, synth: 
 
 
 @pytest.mark.parametrize("spec", manifest.FUNCTIONS, ids=lambda f: f.name)
+def test_function_code_carries_unchecked_312_bytecode(
+    synth: Any, target_python: Any, spec: manifest.FunctionSpec
+) -> None:
+    # Given the asset the template points at (/var/task is read-only: Lambda cannot cache bytecode)
+    _, fn = function(synth.template, spec.name)
+    code = synth.asset_dir(fn["Properties"]["Code"]["S3Key"])
+    # Then every module has its CPython 3.12 bytecode, never checked against the source, and
+    # nothing else (no bytecode of the development interpreter)
+    assert bytecode_problems(code, target_python.magic) == []
+    # And the code objects name the deployed files, not the staging folder
+    pyc = code / "skyloop" / "__pycache__" / "__init__.cpython-312.pyc"
+    assert b"/var/task/skyloop/__init__.py" in pyc.read_bytes()
+
+
+@pytest.mark.parametrize("spec", manifest.FUNCTIONS, ids=lambda f: f.name)
 def test_function_code_is_the_entry_point_plus_the_package(synth: Any, spec: manifest.FunctionSpec) -> None:
     # Given the asset the template points at
     _, fn = function(synth.template, spec.name)
@@ -170,7 +186,9 @@ def test_function_code_is_the_entry_point_plus_the_package(synth: Any, spec: man
     # And development-only parts of the package stay out
     assert not (code / "skyloop" / "local").exists()
     assert not (code / "skyloop" / "mockllm").exists()
-    assert not list(code.rglob("__pycache__"))
+    assert not [
+        p for p in code.rglob("*") if p.name.endswith((".pyc", ".pyo")) and ".cpython-312." not in p.name
+    ]
     if spec.handler.endswith(".sh"):
         assert (code / spec.handler).stat().st_mode & 0o111, "run.sh must stay executable"
 
@@ -210,7 +228,8 @@ def test_function_code_imports_on_its_own(synth: Any) -> None:
     # When every entry point is imported in a fresh interpreter
     env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "SKYLOOP_TABLE_NAME": "t"}
     proc = subprocess.run(
-        [sys.executable, "-c", IMPORT_CHECK, json.dumps(targets)],
+        # -B: never write this interpreter's bytecode into the assets under test
+        [sys.executable, "-B", "-c", IMPORT_CHECK, json.dumps(targets)],
         capture_output=True,
         text=True,
         timeout=120,
