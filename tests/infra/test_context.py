@@ -38,6 +38,7 @@ def prod_template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 "prod": "true",
                 "lwaLayerVersion": "27",
                 "alarmTopicArn": TOPIC,
+                "powertoolsTracer": "true",
                 "corsOrigins": " , ".join(ORIGINS) + ",",  # as typed after -c, spaces and all
             },
         )
@@ -172,3 +173,11 @@ def test_cors_preflights_and_origin_pass_through_the_edge(prod_template: dict[st
         assert behavior["OriginRequestPolicyId"] == "b689b0a8-53d0-40ab-baf2-68738e2966ac"
         # And nothing is cached, so no answer for one origin is served to another
         assert behavior["CachePolicyId"] == "4135ea2d-6df8-44a3-9df3-4b5a84be39ad"
+
+
+@pytest.mark.parametrize("spec", manifest.FUNCTIONS, ids=lambda f: f.name)
+def test_powertools_tracer_switch_turns_the_tracer_on(prod_template: dict[str, Any], spec: Any) -> None:
+    # Given -c powertoolsTracer=true: every function builds Powertools' Tracer (tests/infra/
+    # test_artifacts.py imports each handler that way from the layer)
+    env = function(prod_template, spec.name)[1]["Properties"]["Environment"]["Variables"]
+    assert env["POWERTOOLS_TRACE_DISABLED"] == "false"
