@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8080
 
-.PHONY: run test lint typecheck unit integration e2e infra format bench clean synth layer
+.PHONY: run test lint typecheck unit integration e2e infra format bench clean synth layer lock
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -58,13 +58,18 @@ synth: $(VENV)/.dev-installed
 	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(PY) infra/app.py
 	@echo "cdk.out/$$(ls cdk.out | grep -m1 '\.template\.json$$')"
 
-## layer: the Lambda dependencies layer (layers/build) as wheels for arm64 / Python 3.12
+## layer: the Lambda dependencies layer (layers/build) from layers/requirements.lock: wheels for arm64 /
+## Python 3.12, with 3.12 bytecode (needs a local python3.12: pyenv install 3.12)
 layer: | $(PY)
 	$(PY) layers/build.py
+
+## lock: re-resolve layers/requirements.txt into layers/requirements.lock and layers/runtime.lock
+lock: $(VENV)/.dev-installed
+	$(PY) layers/build.py --lock
 
 ## bench: turn latency on the local stack (not part of `make test`)
 bench: $(VENV)/.dev-installed
 	$(PY) bench/turn_latency.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache cdk.out layers/build
+	rm -rf $(VENV) .pytest_cache .ruff_cache cdk.out layers/build layers/build.tmp

@@ -1,7 +1,7 @@
 """CDK entry point: ``python infra/app.py`` (or ``cdk synth``) writes the cloud assembly to ``cdk.out/``.
 
 Offline and without Docker. Context switches (``cdk.json`` or ``-c``): ``prod``,
-``lwaLayerVersion``, ``alarmTopicArn`` (see ``docs/deploy.md``).
+``lwaLayerVersion``, ``alarmTopicArn``, ``powertoolsTracer``, ``corsOrigins`` (see ``docs/deploy.md``).
 """
 
 from __future__ import annotations

@@ -9,6 +9,11 @@ from __future__ import annotations
 STACK_NAME = "Skyloop"
 SERVICE_NAME = "skyloop"  # POWERTOOLS_SERVICE_NAME and the metrics namespace
 
+# ---------------------------------------------------------------- CDK
+# The oldest aws-cdk-lib whose OAC function-URL origin also grants lambda:InvokeFunction (dual auth,
+# aws/aws-cdk#35872); pyproject.toml's floor must not admit anything older.
+CDK_MIN_VERSION = "2.273.0"
+
 # ---------------------------------------------------------------- Lambda platform
 # One Python version for the functions and the layer's wheels (pydantic-core is
 # a compiled wheel: the layer must be built for exactly this ABI).
@@ -21,6 +26,7 @@ CTX_PROD = "prod"  # "true": RETAIN + deletion protection on stateful resources
 CTX_LWA_LAYER_VERSION = "lwaLayerVersion"
 CTX_ALARM_TOPIC_ARN = "alarmTopicArn"  # optional: an existing SNS topic the alarms notify
 CTX_POWERTOOLS_TRACER = "powertoolsTracer"
+CTX_CORS_ORIGINS = "corsOrigins"  # comma-separated browser origins allowed to call the API; empty: no CORS
 
 # ---------------------------------------------------------------- Lambda Web Adapter
 LWA_LAYER_ACCOUNT = "753240598075"  # AWS's publishing account for the Lambda Web Adapter layers
@@ -35,10 +41,35 @@ POWERTOOLS_LOG_LEVEL = "INFO"
 
 # ---------------------------------------------------------------- logs
 LOG_RETENTION = "ONE_MONTH"  # aws_logs.RetentionDays member (30 days): functions, turns, API access
+# Step Functions delivers logs as a "vended" log source: under this prefix CloudWatch Logs needs no
+# resource policy per log group (that policy is limited to 5,120 characters per account and region,
+# so busy accounts run out). The name is <prefix><stack>-turns-<region>-<8 hex of the stack id>:
+# unique per stack instance, so a log group retained by a deleted prod stack never blocks a redeploy.
+TURNS_LOG_GROUP_PREFIX = "/aws/vendedlogs/states/"
+TURNS_LOG_GROUP_PURPOSE = "turns"
+
+# ---------------------------------------------------------------- account-global names
+# CloudFront resources are global to the account: their names must differ between regions (and
+# stacks) of one account. Each is <stack>-<purpose>-<region>, within the service's length limit.
+NAME_MAX_REGION_LENGTH = 14  # the longest region names today, e.g. "ap-southeast-4"
+OAC_NAME_PURPOSE = "stream-oac"  # CloudFront Origin Access Control: 64 characters at most
+OAC_NAME_MAX_LENGTH = 64
+EDGE_FUNCTION_NAME_PURPOSE = "stream-auth"  # CloudFront Function: 64 characters of [A-Za-z0-9_-]
+EDGE_FUNCTION_NAME_MAX_LENGTH = 64
 
 # ---------------------------------------------------------------- HTTP API
 API_THROTTLE_RATE_PER_S = 50
 API_THROTTLE_BURST = 100
+
+# ---------------------------------------------------------------- CORS (only with corsOrigins)
+# What a browser client sends and reads. Bearer tokens travel in Authorization, not cookies, so
+# credentials (cookies) stay disallowed.
+CORS_API_METHODS = ("GET", "POST", "PATCH", "DELETE")  # the REST routes' methods
+CORS_API_HEADERS = ("authorization", "content-type", "idempotency-key")
+CORS_API_EXPOSE_HEADERS = ("x-request-id",)
+CORS_STREAM_METHODS = ("GET",)
+CORS_STREAM_HEADERS = ("authorization", "last-event-id")
+CORS_MAX_AGE_S = 600  # browsers cache a preflight answer this long
 
 # ---------------------------------------------------------------- edge
 STREAM_PATH_PATTERN = "/v1/sessions/*/stream"

@@ -57,7 +57,6 @@ class SkyloopStack(cdk.Stack):
         tests/infra checks that the wildcard resources acknowledged here carry only
         the actions named in the reasons.
         """
-        table_id = self.get_logical_id(self.data.table.node.default_child)  # type: ignore[arg-type]
         machine_id = self.get_logical_id(self.turns.machine.node.default_child)  # type: ignore[arg-type]
         _ack(
             self.functions,
@@ -71,12 +70,6 @@ class SkyloopStack(cdk.Stack):
             "Tracing and log delivery of the state machine: the X-Ray actions and the CloudWatch "
             "Logs delivery actions (logs:CreateLogDelivery, logs:DescribeResourcePolicies, ...) "
             "support no resource-level permissions.",
-        )
-        _ack(
-            self.functions,
-            f"AwsSolutions-IAM5[Resource::<{table_id}.Arn>/index/*]",
-            "The single-table design queries the table's own GSIs (by_owner, by_agent_name); the wildcard "
-            "covers only the indexes of this one table (dynamodb L2 grant).",
         )
         _ack(
             self.functions["api"].role,  # type: ignore[arg-type]

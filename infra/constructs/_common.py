@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING
 
 import aws_cdk as cdk
@@ -25,10 +26,39 @@ def removal_policy(config: StackConfig) -> cdk.RemovalPolicy:
     return cdk.RemovalPolicy.RETAIN if config.prod else cdk.RemovalPolicy.DESTROY
 
 
-def new_log_group(scope: Construct, construct_id: str, config: StackConfig) -> logs.LogGroup:
+def new_log_group(
+    scope: Construct, construct_id: str, config: StackConfig, *, name: str | None = None
+) -> logs.LogGroup:
     return logs.LogGroup(
         scope,
         construct_id,
+        log_group_name=name,
         retention=logs.RetentionDays[C.LOG_RETENTION],
         removal_policy=removal_policy(config),
     )
+
+
+def regional_name(scope: Construct, purpose: str, max_length: int) -> str:
+    """``<stack>-<purpose>-<region>``: a name for a resource that is global to the account.
+
+    The stack name is unique per account and region, so the pair is unique per account. The
+    region may be a token (an environment-agnostic stack): the length budget assumes the
+    longest region name. A stack name too long for the budget is cut and given a hash of
+    the whole name, so two long names still differ.
+    """
+    stack = cdk.Stack.of(scope)
+    budget = max_length - len(purpose) - 2 - C.NAME_MAX_REGION_LENGTH
+    name = stack.stack_name
+    if len(name) > budget:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+        name = f"{name[: budget - len(digest) - 1]}-{digest}"
+    return f"{name}-{purpose}-{stack.region}"
+
+
+def stack_instance_suffix() -> str:
+    """The first 8 hex digits of the stack id's UUID, resolved at deploy time.
+
+    Different for every stack created, even one re-created under the same name and region.
+    """
+    uuid = cdk.Fn.select(2, cdk.Fn.split("/", cdk.Aws.STACK_ID))
+    return cdk.Fn.select(0, cdk.Fn.split("-", uuid))

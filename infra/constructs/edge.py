@@ -15,6 +15,7 @@ from aws_cdk import aws_cloudfront_origins as origins
 from constructs import Construct
 
 from infra import constants as C
+from infra.constructs._common import regional_name
 
 if TYPE_CHECKING:
     from aws_cdk import aws_lambda as lambda_
@@ -50,8 +51,12 @@ class Edge(Construct):
             origin_ssl_protocols=[cloudfront.OriginSslPolicy.TLS_V1_2],
             read_timeout=cdk.Duration.seconds(C.API_ORIGIN_READ_TIMEOUT_S),
         )
+        # CloudFront names are global to the account: each carries the stack and its region.
         self.origin_access_control = cloudfront.FunctionUrlOriginAccessControl(
-            self, "StreamAccess", signing=cloudfront.Signing.SIGV4_ALWAYS
+            self,
+            "StreamAccess",
+            origin_access_control_name=regional_name(self, C.OAC_NAME_PURPOSE, C.OAC_NAME_MAX_LENGTH),
+            signing=cloudfront.Signing.SIGV4_ALWAYS,
         )
         stream_origin = origins.FunctionUrlOrigin.with_origin_access_control(
             stream_url,
@@ -61,6 +66,7 @@ class Edge(Construct):
         self.copy_authorization = cloudfront.Function(
             self,
             "StreamAuthorization",
+            function_name=regional_name(self, C.EDGE_FUNCTION_NAME_PURPOSE, C.EDGE_FUNCTION_NAME_MAX_LENGTH),
             code=cloudfront.FunctionCode.from_inline(COPY_AUTHORIZATION_JS),
             runtime=cloudfront.FunctionRuntime.JS_2_0,
             comment=f"Copy the viewer's Authorization into {C.STREAM_AUTH_HEADER}",

@@ -29,7 +29,7 @@ class Functions(Construct):
     """Python on arm64, code from the project (no Docker), dependencies from one layer.
 
     Roles start empty: each gets write access to its own log group, X-Ray
-    (tracing is active) and the table access declared in ``infra.permissions``.
+    (tracing is active) and exactly the table actions declared in ``infra.permissions``.
     """
 
     def __init__(
@@ -55,6 +55,13 @@ class Functions(Construct):
                 "skyloop:layerNotBuilt",
                 "layers/build is missing: the dependencies layer is an empty placeholder; "
                 "run `make layer` before deploying",
+            )
+
+        if assets.bytecode_python() is None:
+            cdk.Annotations.of(self).add_warning_v2(
+                "skyloop:noBytecode",
+                "no CPython 3.12 on this machine: the function code ships without bytecode, so every "
+                "cold start compiles it; install Python 3.12 (pyenv install 3.12) and synth again",
             )
 
         self.by_name: dict[str, lambda_.Function] = {}
@@ -93,10 +100,17 @@ class Functions(Construct):
                 },
             )
             access = permissions.TABLE_ACCESS[spec.name]
-            if access == "read_write":
-                table.grant_read_write_data(fn)
-            else:
-                table.grant_read_data(fn)
+            # Exactly the declared actions on the table and the named indexes: the L2 grants add
+            # Scan, BatchGetItem, DescribeTable, stream reads and index/* on top of what is used.
+            fn.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=list(access.actions),
+                    resources=[
+                        table.table_arn,
+                        *(f"{table.table_arn}/index/{index}" for index in access.indexes),
+                    ],
+                )
+            )
             self.by_name[spec.name] = fn
             self.log_groups[spec.name] = log_group
 

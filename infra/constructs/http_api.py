@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
@@ -52,6 +53,22 @@ class _AccessLogs:
         return apigw.AccessLogFormat.custom(ACCESS_LOG_FORMAT)
 
 
+def _cors(config: StackConfig) -> apigwv2.CorsPreflightOptions | None:
+    """With ``corsOrigins``, API Gateway answers preflights itself and adds the CORS headers to
+    every response (ignoring any the function sets); without it, no CORS at all.
+    """
+    if not config.cors_origins:
+        return None
+    return apigwv2.CorsPreflightOptions(
+        allow_origins=list(config.cors_origins),
+        allow_methods=[apigwv2.CorsHttpMethod(m) for m in C.CORS_API_METHODS],
+        allow_headers=list(C.CORS_API_HEADERS),
+        expose_headers=list(C.CORS_API_EXPOSE_HEADERS),
+        max_age=cdk.Duration.seconds(C.CORS_MAX_AGE_S),
+        allow_credentials=False,
+    )
+
+
 class HttpApi(Construct):
     """``$default`` route -> the API function; one auto-deployed ``$default`` stage with
     throttling and JSON access logs. CloudFront is the public entry point.
@@ -66,6 +83,7 @@ class HttpApi(Construct):
             "Api",
             description="skyloop REST API (served through CloudFront)",
             create_default_stage=False,
+            cors_preflight=_cors(config),
             default_integration=integrations.HttpLambdaIntegration(
                 "Handler",
                 handler,

@@ -22,6 +22,21 @@ def lwa_layer_arn(stack: cdk.Stack, version: int) -> str:
     )
 
 
+def _cors(config: StackConfig) -> lambda_.FunctionUrlCorsOptions | None:
+    """With ``corsOrigins``, the function URL answers preflights and adds the CORS headers
+    (CloudFront forwards Origin and lets OPTIONS through); without it, no CORS at all.
+    """
+    if not config.cors_origins:
+        return None
+    return lambda_.FunctionUrlCorsOptions(
+        allowed_origins=list(config.cors_origins),
+        allowed_methods=[lambda_.HttpMethod(m) for m in C.CORS_STREAM_METHODS],
+        allowed_headers=list(C.CORS_STREAM_HEADERS),
+        max_age=cdk.Duration.seconds(C.CORS_MAX_AGE_S),
+        allow_credentials=False,
+    )
+
+
 class Stream(Construct):
     """Python has no native response streaming: ``run.sh`` starts uvicorn with the ASGI app and
     the adapter (``/opt/bootstrap``) relays it in ``response_stream`` mode.
@@ -49,4 +64,5 @@ class Stream(Construct):
         self.url = function.add_function_url(
             auth_type=lambda_.FunctionUrlAuthType.AWS_IAM,
             invoke_mode=lambda_.InvokeMode.RESPONSE_STREAM,
+            cors=_cors(config),
         )

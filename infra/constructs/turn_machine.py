@@ -11,8 +11,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from infra import constants as C
 from infra import permissions
-from infra.constructs._common import new_log_group, pascal, removal_policy
+from infra.constructs._common import new_log_group, pascal, removal_policy, stack_instance_suffix
 from skyloop.manifest import ASL_PATH, FUNCTIONS, asl_substitutions
 
 if TYPE_CHECKING:
@@ -73,7 +74,16 @@ class TurnMachine(Construct):
         substitutions = asl_substitutions(
             {f.name: functions[f.name].function_arn for f in FUNCTIONS if f.asl_key}
         )
-        self.log_group = new_log_group(self, "Logs", config)
+        stack = cdk.Stack.of(self)
+        self.log_group = new_log_group(
+            self,
+            "Logs",
+            config,
+            name=(
+                f"{C.TURNS_LOG_GROUP_PREFIX}{stack.stack_name}-{C.TURNS_LOG_GROUP_PURPOSE}-"
+                f"{stack.region}-{stack_instance_suffix()}"
+            ),
+        )
         self.machine = sfn.StateMachine(
             self,
             "StateMachine",

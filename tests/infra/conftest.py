@@ -87,6 +87,34 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     return result
 
 
+@dataclass(frozen=True)
+class TargetPython:
+    """The local CPython of the functions' version: runs the artifacts as Lambda would."""
+
+    path: Path
+    magic: bytes  # importlib.util.MAGIC_NUMBER of that version: the first 4 bytes of its pycs
+
+
+@pytest.fixture(scope="session")
+def target_python() -> TargetPython:
+    """Fails (never skips) without it: the artifact checks are the point of this suite."""
+    from infra import target_python as tp
+
+    python = tp.find()
+    if python is None:
+        pytest.fail(
+            f"tests/infra runs the built artifacts under CPython 3.12 and found none: {tp.HOW_TO_GET}"
+        )
+    out = subprocess.run(
+        [str(python), "-I", "-c", "import importlib.util as u; print(u.MAGIC_NUMBER.hex())"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    return TargetPython(python, bytes.fromhex(out.stdout.strip()))
+
+
 @pytest.fixture(scope="module")
 def template_json(synth: Synth) -> dict[str, Any]:
     return synth.template

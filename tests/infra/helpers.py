@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 Template = dict[str, Any]
@@ -60,3 +61,25 @@ def statements_with(statements: list[dict[str, Any]], action: str) -> list[dict[
 
 def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
+
+
+def bytecode_problems(root: Path, magic: bytes, tag: str = "cpython-312") -> list[str]:
+    """Sources under ``root`` without an unchecked hash-based ``tag`` pyc, and pycs of any other kind.
+
+    A pyc's header is the magic number (the interpreter version), then 4 bytes of flags:
+    bit 0 hash-based, bit 1 check the source. Unchecked hash-based (flags 1) never reads the
+    source nor depends on file times.
+    """
+    problems: list[str] = []
+    for source in sorted(root.rglob("*.py")):
+        pyc = source.parent / "__pycache__" / f"{source.stem}.{tag}.pyc"
+        if not pyc.is_file():
+            problems.append(f"no bytecode: {source.relative_to(root)}")
+            continue
+        header = pyc.read_bytes()[:8]
+        if header[:4] != magic or int.from_bytes(header[4:8], "little") != 1:
+            problems.append(f"not unchecked-hash {tag} bytecode: {pyc.relative_to(root)}")
+    for pyc in sorted(root.rglob("*.pyc")):
+        if f".{tag}." not in pyc.name or pyc.parent.name != "__pycache__":
+            problems.append(f"foreign bytecode: {pyc.relative_to(root)}")
+    return problems

@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 # here on purpose (its reason lives next to it in infra/stack.py).
 ACKNOWLEDGED = {
     ("/Skyloop/Functions", "AwsSolutions-IAM5[Resource::*]"),
-    ("/Skyloop/Functions", "AwsSolutions-IAM5[Resource::<DataTableFDBAD0F2.Arn>/index/*]"),
     ("/Skyloop/Functions", "AwsSolutions-L1"),
     (
         "/Skyloop/Functions/ApiRole",

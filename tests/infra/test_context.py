@@ -1,4 +1,5 @@
-"""Context switches: ``prod`` keeps data, ``lwaLayerVersion`` picks the adapter, ``alarmTopicArn`` notifies.
+"""Context switches: ``prod`` keeps data, ``lwaLayerVersion`` picks the adapter, ``alarmTopicArn`` notifies,
+``corsOrigins`` lets browsers in.
 
 Builds the stack in-process once for this module, with production context, a
 concrete account and region, and cdk-nag attached (synth fails on any
@@ -19,6 +20,7 @@ from skyloop import manifest
 from tests.infra.helpers import function, one, resources
 
 TOPIC = "arn:aws:sns:eu-west-1:123456789012:skyloop-alarms"
+ORIGINS = ("https://app.example.com", "http://localhost:5173")
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +34,13 @@ def prod_template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         mp.setenv(assets.LAYER_DIR_ENV, str(outdir / "no-layer-here"))  # never copy a built layer
         app = cdk.App(
             outdir=str(outdir),
-            context={"prod": "true", "lwaLayerVersion": "27", "alarmTopicArn": TOPIC},
+            context={
+                "prod": "true",
+                "lwaLayerVersion": "27",
+                "alarmTopicArn": TOPIC,
+                "powertoolsTracer": "true",
+                "corsOrigins": " , ".join(ORIGINS) + ",",  # as typed after -c, spaces and all
+            },
         )
         env = cdk.Environment(account="123456789012", region="eu-west-1")
         stack = SkyloopStack(app, "SkyloopProd", env=env)
@@ -106,3 +114,70 @@ def test_powertools_tracer_is_opt_in_by_context() -> None:
 
     assert StackConfig.from_context(_Node({})).powertools_tracer is False  # type: ignore[arg-type]
     assert StackConfig.from_context(_Node({"powertoolsTracer": "true"})).powertools_tracer is True  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------- CORS
+def test_cors_origins_are_parsed_from_a_list_or_a_comma_separated_string() -> None:
+    from infra.config import parse_origins
+
+    assert parse_origins(None) == ()
+    assert parse_origins("") == ()
+    assert parse_origins("https://a.example, http://localhost:3000,") == (
+        "https://a.example",
+        "http://localhost:3000",
+    )
+    assert parse_origins(["https://a.example", "https://a.example"]) == ("https://a.example",)
+    assert parse_origins("*") == ("*",)
+
+
+@pytest.mark.parametrize(
+    "bad", ["a.example", "https://a.example/", "https://a.example/app", "ftp://a.example"]
+)
+def test_a_malformed_cors_origin_stops_synth(bad: str) -> None:
+    from infra.config import parse_origins
+
+    with pytest.raises(ValueError, match="corsOrigins"):
+        parse_origins(f"https://ok.example,{bad}")
+
+
+def test_cors_on_the_http_api_allows_exactly_the_listed_origins(prod_template: dict[str, Any]) -> None:
+    # Given corsOrigins with two origins
+    _, api = one(prod_template, "AWS::ApiGatewayV2::Api")
+    cors = api["Properties"]["CorsConfiguration"]
+    # Then the HTTP API answers preflights for them, with the methods and headers the REST API uses
+    assert cors["AllowOrigins"] == list(ORIGINS)
+    assert set(cors["AllowMethods"]) == {"GET", "POST", "PATCH", "DELETE"}
+    assert {"authorization", "content-type", "idempotency-key"} <= set(cors["AllowHeaders"])
+    assert cors["ExposeHeaders"] == ["x-request-id"]
+    assert cors["AllowCredentials"] is False
+    assert cors["MaxAge"] == C.CORS_MAX_AGE_S
+
+
+def test_cors_on_the_stream_url_allows_the_listed_origins(prod_template: dict[str, Any]) -> None:
+    _, url = one(prod_template, "AWS::Lambda::Url")
+    cors = url["Properties"]["Cors"]
+    # Then a browser may open the stream with its bearer token and resume with Last-Event-ID
+    assert cors["AllowOrigins"] == list(ORIGINS)
+    assert cors["AllowMethods"] == ["GET"]
+    assert set(cors["AllowHeaders"]) == {"authorization", "last-event-id"}
+    assert cors["AllowCredentials"] is False
+
+
+def test_cors_preflights_and_origin_pass_through_the_edge(prod_template: dict[str, Any]) -> None:
+    _, distribution = one(prod_template, "AWS::CloudFront::Distribution")
+    config = distribution["Properties"]["DistributionConfig"]
+    for behavior in (config["DefaultCacheBehavior"], *config["CacheBehaviors"]):
+        # Then OPTIONS reaches the origins, which answer the preflight
+        assert "OPTIONS" in behavior["AllowedMethods"]
+        # And every viewer header but Host is forwarded: Origin, Access-Control-Request-Method/-Headers
+        assert behavior["OriginRequestPolicyId"] == "b689b0a8-53d0-40ab-baf2-68738e2966ac"
+        # And nothing is cached, so no answer for one origin is served to another
+        assert behavior["CachePolicyId"] == "4135ea2d-6df8-44a3-9df3-4b5a84be39ad"
+
+
+@pytest.mark.parametrize("spec", manifest.FUNCTIONS, ids=lambda f: f.name)
+def test_powertools_tracer_switch_turns_the_tracer_on(prod_template: dict[str, Any], spec: Any) -> None:
+    # Given -c powertoolsTracer=true: every function builds Powertools' Tracer (tests/infra/
+    # test_artifacts.py imports each handler that way from the layer)
+    env = function(prod_template, spec.name)[1]["Properties"]["Environment"]["Variables"]
+    assert env["POWERTOOLS_TRACE_DISABLED"] == "false"

@@ -25,6 +25,7 @@ from tests.infra.helpers import (
     actions,
     as_list,
     by_prefix,
+    bytecode_problems,
     function,
     one,
     resources,
@@ -36,7 +37,6 @@ Template = dict[str, Any]
 CACHING_DISABLED = "4135ea2d-6df8-44a3-9df3-4b5a84be39ad"  # managed CachePolicy
 ALL_VIEWER_EXCEPT_HOST_HEADER = "b689b0a8-53d0-40ab-baf2-68738e2966ac"  # managed OriginRequestPolicy
 STEP_FUNCTIONS = [f for f in manifest.FUNCTIONS if f.asl_key]
-WRITE_ACTIONS = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
 
 
 def _table_id(t: Template) -> str:
@@ -160,6 +160,21 @@ def test_dependencies_come_from_one_arm64_layer(template_json: Template, synth: 
 
 
 @pytest.mark.parametrize("spec", manifest.FUNCTIONS, ids=lambda f: f.name)
+def test_function_code_carries_unchecked_312_bytecode(
+    synth: Any, target_python: Any, spec: manifest.FunctionSpec
+) -> None:
+    # Given the asset the template points at (/var/task is read-only: Lambda cannot cache bytecode)
+    _, fn = function(synth.template, spec.name)
+    code = synth.asset_dir(fn["Properties"]["Code"]["S3Key"])
+    # Then every module has its CPython 3.12 bytecode, never checked against the source, and
+    # nothing else (no bytecode of the development interpreter)
+    assert bytecode_problems(code, target_python.magic) == []
+    # And the code objects name the deployed files, not the staging folder
+    pyc = code / "skyloop" / "__pycache__" / "__init__.cpython-312.pyc"
+    assert b"/var/task/skyloop/__init__.py" in pyc.read_bytes()
+
+
+@pytest.mark.parametrize("spec", manifest.FUNCTIONS, ids=lambda f: f.name)
 def test_function_code_is_the_entry_point_plus_the_package(synth: Any, spec: manifest.FunctionSpec) -> None:
     # Given the asset the template points at
     _, fn = function(synth.template, spec.name)
@@ -171,7 +186,9 @@ def test_function_code_is_the_entry_point_plus_the_package(synth: Any, spec: man
     # And development-only parts of the package stay out
     assert not (code / "skyloop" / "local").exists()
     assert not (code / "skyloop" / "mockllm").exists()
-    assert not list(code.rglob("__pycache__"))
+    assert not [
+        p for p in code.rglob("*") if p.name.endswith((".pyc", ".pyo")) and ".cpython-312." not in p.name
+    ]
     if spec.handler.endswith(".sh"):
         assert (code / spec.handler).stat().st_mode & 0o111, "run.sh must stay executable"
 
@@ -211,7 +228,8 @@ def test_function_code_imports_on_its_own(synth: Any) -> None:
     # When every entry point is imported in a fresh interpreter
     env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "SKYLOOP_TABLE_NAME": "t"}
     proc = subprocess.run(
-        [sys.executable, "-c", IMPORT_CHECK, json.dumps(targets)],
+        # -B: never write this interpreter's bytecode into the assets under test
+        [sys.executable, "-B", "-c", IMPORT_CHECK, json.dumps(targets)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -229,19 +247,48 @@ def test_roles_have_no_managed_policies(template_json: Template) -> None:
         assert "ManagedPolicyArns" not in role["Properties"], spec.name
 
 
+# What each function's code calls on the table (see infra/permissions.py for who calls what).
+# TransactWriteItems is authorized per item: PutItem, UpdateItem, ConditionCheckItem.
+READS = {"dynamodb:GetItem", "dynamodb:Query"}
+STEP_ACTIONS = READS | {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"}
+EXPECTED_TABLE_ACTIONS = {
+    "api": STEP_ACTIONS | {"dynamodb:DeleteItem", "dynamodb:BatchWriteItem"},
+    "stream": READS,
+    **{f.name: STEP_ACTIONS for f in STEP_FUNCTIONS},
+}
+EXPECTED_INDEXES = {"api": {"by_owner", "by_agent_name"}}
+
+
+def _table_statements(t: Template, name: str) -> list[dict[str, Any]]:
+    statements = role_statements(t, _role_of(t, name))
+    return [s for s in statements if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
+
+
 @pytest.mark.parametrize("spec", manifest.FUNCTIONS, ids=lambda f: f.name)
-def test_table_access_is_as_declared(template_json: Template, spec: manifest.FunctionSpec) -> None:
-    statements = role_statements(template_json, _role_of(template_json, spec.name))
-    granted = actions(statements)
+def test_table_actions_are_exactly_what_the_function_calls(
+    template_json: Template, spec: manifest.FunctionSpec
+) -> None:
+    # Given the DynamoDB statements of the function's role
+    statements = _table_statements(template_json, spec.name)
+    # Then they grant exactly the actions its code calls: no Scan, BatchGetItem, DescribeTable
+    # or stream reads, and deletes only for the API
+    assert actions(statements) == EXPECTED_TABLE_ACTIONS[spec.name]
+    assert set(permissions.TABLE_ACCESS[spec.name].actions) == EXPECTED_TABLE_ACTIONS[spec.name]
+
+
+@pytest.mark.parametrize("spec", manifest.FUNCTIONS, ids=lambda f: f.name)
+def test_table_access_names_the_table_and_only_the_indexes_queried(
+    template_json: Template, spec: manifest.FunctionSpec
+) -> None:
     table_arn = {"Fn::GetAtt": [_table_id(template_json), "Arn"]}
-    assert "dynamodb:GetItem" in granted
-    assert "dynamodb:Query" in granted
-    for s in statements_with(statements, "dynamodb:GetItem"):
-        assert table_arn in as_list(s["Resource"])
-    if permissions.TABLE_ACCESS[spec.name] == "read_write":
-        assert granted >= WRITE_ACTIONS
-    else:
-        assert not granted & WRITE_ACTIONS
+    resources_granted = [
+        r for s in _table_statements(template_json, spec.name) for r in as_list(s["Resource"])
+    ]
+    # Then the table itself, plus one ARN per index the function queries, never index/*
+    indexes = EXPECTED_INDEXES.get(spec.name, set())
+    expected = [table_arn] + [{"Fn::Join": ["", [table_arn, f"/index/{name}"]]} for name in sorted(indexes)]
+    assert sorted(resources_granted, key=str) == sorted(expected, key=str)
+    assert "index/*" not in json.dumps(resources_granted)
 
 
 @pytest.mark.parametrize("spec", manifest.FUNCTIONS, ids=lambda f: f.name)
@@ -389,6 +436,16 @@ def test_http_api_sends_every_route_to_the_api_function(template_json: Template)
     assert {"Ref": api_id} in permission[0]["Properties"]["SourceArn"]["Fn::Join"][1]
 
 
+def test_cors_is_off_by_default(template_json: Template) -> None:
+    # Given no corsOrigins in cdk.json: no browser origin is allowed anywhere
+    context = json.loads((manifest.PROJECT_ROOT / "cdk.json").read_text())["context"]
+    assert not context.get(C.CTX_CORS_ORIGINS)
+    _, api = one(template_json, "AWS::ApiGatewayV2::Api")
+    assert "CorsConfiguration" not in api["Properties"]
+    _, url = one(template_json, "AWS::Lambda::Url")
+    assert "Cors" not in url["Properties"]
+
+
 def test_api_stage_throttles_and_writes_access_logs(template_json: Template) -> None:
     _, stage = one(template_json, "AWS::ApiGatewayV2::Stage")
     props = stage["Properties"]
@@ -440,10 +497,14 @@ def test_stream_url_streams_and_only_cloudfront_may_call_it(template_json: Templ
         if p["Properties"]["FunctionName"]
         in ({"Fn::GetAtt": [url_id, "FunctionArn"]}, {"Fn::GetAtt": [fn_id, "Arn"]})
     ]
-    assert {g["Action"] for g in grants} == {"lambda:InvokeFunctionUrl", "lambda:InvokeFunction"}
+    # Then CloudFront may call the URL: function URLs need both actions ("dual auth"), each once
+    assert sorted(g["Action"] for g in grants) == ["lambda:InvokeFunction", "lambda:InvokeFunctionUrl"]
     for grant in grants:
         assert grant["Principal"] == "cloudfront.amazonaws.com"
         assert {"Ref": distribution_id} in grant["SourceArn"]["Fn::Join"][1]
+    # And InvokeFunction only through the URL, so the distribution cannot invoke it directly
+    (invoke,) = [g for g in grants if g["Action"] == "lambda:InvokeFunction"]
+    assert invoke["InvokedViaFunctionUrl"] is True
 
 
 # ------------------------------------------------------------------------------- edge
