@@ -12,7 +12,6 @@ import time
 import httpx
 import pytest
 
-from skyloop import bundles
 from skyloop.bundles import (
     MAX_BUNDLE_BYTES,
     MAX_BUNDLE_FILES,
@@ -22,6 +21,7 @@ from skyloop.bundles import (
     MAX_YAML_BYTES,
     SessionMetadata,
     build_bundle,
+    limits,
     load_agent_bundle,
     load_agent_spec_dict,
     parse_multipart_form,
@@ -263,8 +263,8 @@ def test_raw_gzip_of_zeros_is_refused_quickly() -> None:
 def test_decompressed_stream_is_counted_not_just_headers(monkeypatch: pytest.MonkeyPatch) -> None:
     # Declared member sizes stay under the limit; the real stream (headers and
     # padding included) does not, and the counting reader catches it.
-    monkeypatch.setattr(bundles, "MAX_BUNDLE_UNCOMPRESSED_BYTES", 4096)
-    monkeypatch.setattr(bundles, "_TAR_FRAMING_ALLOWANCE", 0)
+    monkeypatch.setattr(limits, "MAX_BUNDLE_UNCOMPRESSED_BYTES", 4096)
+    monkeypatch.setattr(limits, "TAR_FRAMING_ALLOWANCE", 0)
     data = build_bundle({f"f{i}.txt": "x" * 100 for i in range(10)})
     with pytest.raises(PayloadTooLargeError, match="expands to more than"):
         load_agent_bundle(data)
@@ -343,7 +343,7 @@ def test_too_many_aliases_refused() -> None:
 
 
 def test_too_many_nodes_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bundles, "MAX_YAML_NODES", 50)
+    monkeypatch.setattr(limits, "MAX_YAML_NODES", 50)
     text = "name: x\nexecutor: {model: m}\nitems: [" + ", ".join(["1"] * 60) + "]\n"
     with pytest.raises(InvalidInputError, match=r"YAML in agent\.yaml has too many nodes \(more than 50\)"):
         load_agent_bundle(_yaml_bundle(text))
