@@ -159,7 +159,8 @@ def test_max_tar_extension_headers_total_bytes(over: int) -> None:
     # Each header within the per-header cap; together exactly at (or one byte past) the total cap.
     per_header = limits.MAX_TAR_EXTENSION_HEADER_BYTES
     full, rest = divmod(limits.MAX_TAR_EXTENSION_HEADERS_TOTAL_BYTES, per_header)
-    assert rest == 0 and full >= 2
+    assert rest == 0
+    assert full >= 2
     sizes = [per_header] * (full - 1) + [per_header // 2, per_header // 2 + over]
     members = [(_pax_info("agent.yaml", sizes[0]), SPEC.encode())]
     members += [(_pax_info(f"f{i}.txt", size), b"") for i, size in enumerate(sizes[1:])]

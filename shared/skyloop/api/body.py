@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from skyloop.bundles.limits import MAX_REQUEST_BYTES
 from skyloop.errors import InvalidInputError, PayloadTooLargeError, UnsupportedMediaTypeError
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
     from skyloop.models.agent import AgentSpec
 
-MAX_BODY_BYTES = 6 * 1024 * 1024  # Lambda's synchronous payload limit
+MAX_BODY_BYTES = MAX_REQUEST_BYTES  # Lambda's synchronous payload limit
 MAX_JSON_DEPTH = 64  # deeper documents are refused before anything recurses over them
 IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 

@@ -222,15 +222,19 @@ def _scan_tar(tar: tarfile.TarFile, keep: Callable[[str], bool], max_kept_bytes:
             raise InvalidInputError(f"{BUNDLE_PREFIX}member {show(path)} appears more than once")
         scan.files.add(path)
         if keep(path):
-            if member.size > max_kept_bytes:
-                scan.kept[path] = None
-                continue
-            handle = tar.extractfile(member)
-            content = handle.read(max_kept_bytes + 1) if handle is not None else b""
-            if len(content) != member.size:
-                raise InvalidInputError(f"{BUNDLE_PREFIX}member {show(path)} is truncated")
-            scan.kept[path] = content
+            scan.kept[path] = _read_kept(tar, member, path, max_kept_bytes)
     return scan
+
+
+def _read_kept(tar: tarfile.TarFile, member: tarfile.TarInfo, path: str, max_kept_bytes: int) -> bytes | None:
+    """A kept member's bytes; None marks one too large to keep (the caller says so in its own words)."""
+    if member.size > max_kept_bytes:
+        return None
+    handle = tar.extractfile(member)
+    content = handle.read(max_kept_bytes + 1) if handle is not None else b""
+    if len(content) != member.size:
+        raise InvalidInputError(f"{BUNDLE_PREFIX}member {show(path)} is truncated")
+    return content
 
 
 def _member_path(name: str) -> str:

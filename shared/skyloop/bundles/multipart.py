@@ -116,7 +116,12 @@ def _parse_mime(body: bytes, content_type: str) -> Message:
     if not _BOUNDARY_RE.fullmatch(boundary):
         raise InvalidInputError("multipart/form-data boundary is not a valid RFC 2046 boundary")
 
-    # The parser records structural problems as defects instead of raising.
+    _refuse_defects(message)
+    return message
+
+
+def _refuse_defects(message: Message) -> None:
+    """The parser records structural problems as defects instead of raising."""
     for defect in message.defects:
         if isinstance(defect, StartBoundaryNotFoundDefect | NoBoundaryInMultipartDefect):
             raise InvalidInputError("malformed multipart body: the boundary never appears in the body")
@@ -124,7 +129,6 @@ def _parse_mime(body: bytes, content_type: str) -> Message:
             raise InvalidInputError("malformed multipart body: no closing boundary (truncated upload?)")
         if isinstance(defect, MultipartInvariantViolationDefect):
             raise InvalidInputError("malformed multipart body")
-    return message
 
 
 def _read_form_part(part: Message, index: int) -> tuple[str, UploadedFile | str]:
