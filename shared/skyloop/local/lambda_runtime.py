@@ -28,11 +28,9 @@ import json
 import logging
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -222,22 +220,25 @@ class ProcessRuntime:
         self._count = 0
         self._closed = False
         self._pending: dict[str, tuple[str, threading.Event, list[_Worker]]] = {}
-        self._dir = tempfile.mkdtemp(prefix="skyloop-lambda-")
+        # An abstract socket (Linux): nothing on disk, so a stack that is killed leaves nothing behind.
+        name = f"skyloop-lambda-{os.getpid()}-{secrets.token_hex(8)}"
         authkey = secrets.token_hex(16)
-        self._listener = Listener(
-            os.path.join(self._dir, "runtime.sock"), "AF_UNIX", authkey=authkey.encode()
-        )
+        self._listener = Listener("\0" + name, "AF_UNIX", authkey=authkey.encode())
         self._control: Connection | None = None
         self._control_ready = threading.Event()
         self._control_lock = threading.Lock()
         threading.Thread(target=self._accept, name="lambda-accept", daemon=True).start()
         self._zygote = subprocess.Popen(
-            [sys.executable, "-m", "skyloop.local.lambda_zygote", str(self._listener.address)],
+            [sys.executable, "-m", "skyloop.local.lambda_zygote", name],
             env={**os.environ, "SKYLOOP_LAMBDA_AUTHKEY": authkey},
         )
-        if not self._control_ready.wait(ZYGOTE_START_S):
-            self.close()
-            raise RuntimeError(f"the local Lambda fork server did not start within {ZYGOTE_START_S:.0f}s")
+        deadline = time.monotonic() + ZYGOTE_START_S
+        while not self._control_ready.wait(0.1):
+            code = self._zygote.poll()
+            if code is not None or time.monotonic() > deadline:
+                self.close()
+                why = f"exited with status {code} (its error is above)" if code is not None else "timed out"
+                raise RuntimeError(f"the local Lambda fork server did not start: {why}")
         with self._lock:
             for name in functions:
                 self._reserve_spawn(name)
@@ -377,4 +378,3 @@ class ProcessRuntime:
         if self._zygote.poll() is None:
             self._zygote.kill()
             self._zygote.wait(timeout=5)
-        shutil.rmtree(self._dir, ignore_errors=True)

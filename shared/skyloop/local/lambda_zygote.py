@@ -47,4 +47,4 @@ def main(address: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main("\0" + sys.argv[1])  # the runtime's abstract socket (argv cannot carry the NUL)
