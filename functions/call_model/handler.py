@@ -5,7 +5,7 @@ import time
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from skyloop import deps
-from skyloop.observability import MetricUnit, logger, metrics, tracer
+from skyloop.observability import MetricUnit, logger, metrics, token_metrics, tracer
 from skyloop.turns.state import TurnState
 from skyloop.turns.steps import call_model, model_budget_s
 
@@ -18,7 +18,9 @@ def handler(event: dict, context: LambdaContext) -> dict:
     logger.append_keys(session_id=state.session_id, response_id=state.response_id, iteration=state.iteration)
     started = time.perf_counter()
     budget = model_budget_s(context.get_remaining_time_in_millis())
-    result = call_model(deps.store(), state, timeout_s=budget, secrets=deps.secrets())
+    result = call_model(
+        deps.store(), state, timeout_s=budget, secrets=deps.secrets(), report_usage=token_metrics
+    )
     metrics.add_metric(
         name="ModelStepMs", unit=MetricUnit.Milliseconds, value=(time.perf_counter() - started) * 1000
     )

@@ -40,4 +40,28 @@ logger = Logger(service=SERVICE)
 tracer = _tracer()
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "skyloop"), service=SERVICE)
 
-__all__ = ["MetricUnit", "logger", "metrics", "tracer"]
+
+def token_metrics(agent_name: str, usage: Any) -> None:
+    """One model call's tokens as ``InputTokens``/``OutputTokens`` with an ``agent`` dimension.
+
+    Written apart from the handler's metrics (own EMF blob), so the step's
+    other metrics keep their dimensions and alarms on them keep working.
+    """
+    from aws_lambda_powertools.metrics import single_metric
+    from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
+    if is_metrics_disabled():  # single_metric writes even when metrics are off (the local stack's case)
+        return
+    namespace = metrics.namespace
+    for name, value in (("InputTokens", usage.input_tokens), ("OutputTokens", usage.output_tokens)):
+        with single_metric(
+            name=name,
+            unit=MetricUnit.Count,
+            value=value,
+            namespace=namespace,
+            default_dimensions={"agent": agent_name},
+        ) as metric:
+            metric.add_dimension(name="service", value=SERVICE)
+
+
+__all__ = ["MetricUnit", "logger", "metrics", "token_metrics", "tracer"]

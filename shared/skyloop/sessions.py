@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from typing import TYPE_CHECKING, Any
@@ -9,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from skyloop.errors import InvalidInputError, NotFoundError
 from skyloop.ids import is_hex32, new_id
 from skyloop.models.agent import Agent, AgentSpec
-from skyloop.models.session import Session
+from skyloop.models.session import Session, token_usage
 from skyloop.secrets import api_key_secret_name
 
 if TYPE_CHECKING:
@@ -159,6 +160,21 @@ def snapshot(
         "last_task_error": session.last_task_error.model_dump() if session.last_task_error else None,
         "active_response_id": session.active_response_id,
         "last_event_id": session.last_seq,
+        **usage_fields(store, session),
+    }
+
+
+def usage_fields(store: Store, session: Session) -> dict[str, Any]:
+    """Token totals: the session's, and its current (or last) turn's, which omnigent calls ``last_total_tokens``."""
+    turn_id = session.active_response_id or session.last_response_id
+    turn_usage = None
+    if turn_id:
+        with contextlib.suppress(NotFoundError):
+            turn_usage = {"response_id": turn_id, **store.get_turn(session.id, turn_id).usage()}
+    return {
+        "usage": token_usage(session.input_tokens, session.output_tokens),
+        "turn_usage": turn_usage,
+        "last_total_tokens": turn_usage["total_tokens"] if turn_usage else None,
     }
 
 

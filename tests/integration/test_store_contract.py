@@ -442,6 +442,24 @@ def test_decisions_parking_and_the_one_wake_up(store: Store) -> None:
         store.append(Append(session.id, decision=TurnDecision("resp_missing", 0, "stop", 0, 0)))
 
 
+def test_model_call_tokens_add_up_on_the_turn_and_the_session_once_per_append(store: Store) -> None:
+    session = _session(store)
+    _running(store, session, "resp_u")
+    first = TurnDecision("resp_u", 0, "call_model", 1, 0, input_tokens=100, output_tokens=7)
+    second = TurnDecision("resp_u", 1, "finish_turn", 1, 0, input_tokens=150, output_tokens=30)
+    store.append(Append(session.id, decision=first, dedupe_key="resp_u:0:result"))
+    store.append(Append(session.id, decision=first, dedupe_key="resp_u:0:result"))  # a rerun: no double count
+    store.append(Append(session.id, decision=second, dedupe_key="resp_u:1:result"))
+    turn = store.get_turn(session.id, "resp_u")
+    assert (turn.input_tokens, turn.output_tokens) == (250, 37)
+    assert turn.usage() == {"input_tokens": 250, "output_tokens": 37, "total_tokens": 287}
+    assert store.get_decision(session.id, "resp_u") == second
+    got = store.get_session(session.id)
+    assert (got.input_tokens, got.output_tokens) == (250, 37)
+    store.append(Append(session.id, decision=TurnDecision("resp_u", 2, "finish_turn", 1, 0)))  # none reported
+    assert store.get_session(session.id).input_tokens == 250
+
+
 def test_a_turn_is_created_once(store: Store) -> None:
     session = _session(store)
     _running(store, session, "resp_once")

@@ -270,6 +270,56 @@ def test_interrupting_a_parked_turn_cancels_its_calls_marks_once_and_stops_the_e
     assert world.observable() == before
 
 
+def _used(result: ModelResult, input_tokens: int, output_tokens: int) -> ModelResult:
+    return result.model_copy(update={"usage": {"input_tokens": input_tokens, "output_tokens": output_tokens}})
+
+
+def _terminal_usage(world: World, kind: str) -> Any:
+    return [e.data["response"]["usage"] for e in world.events() if e.type == kind][-1]
+
+
+def test_usage_sums_over_a_turns_model_calls_and_the_sessions_turns() -> None:
+    world = World()
+    reported: list[tuple[str, int, int]] = []
+
+    def report(agent: str, usage: Any) -> None:
+        reported.append((agent, usage.input_tokens, usage.output_tokens))
+
+    state = world.start("go", [READ])
+    model = Model(_used(calls("read_file"), 100, 7), _used(text("done"), 150, 30))
+    state = twice(world, lambda: steps.call_model(world.store, state, model, report_usage=report))
+    steps.await_client(world.store, world.engine, state, "token-1")
+    lifecycle.answer(world.store, world.engine, world.sid, "call_read_file", "ok")
+    state = steps.call_model(world.store, state, model, report_usage=report)
+    steps.finish_turn(world.store, state)
+    assert reported == [("unit", 100, 7), ("unit", 150, 30)]  # the rerun reported nothing again
+    assert _terminal_usage(world, ev.RESPONSE_COMPLETED) == {
+        "input_tokens": 250,
+        "output_tokens": 37,
+        "total_tokens": 287,
+    }
+    # a second turn starts its own count; the session's goes on
+    world.run(world.start("again"), Model(_used(text("x"), 40, 2)))
+    assert _terminal_usage(world, ev.RESPONSE_COMPLETED)["total_tokens"] == 42
+    session = world.store.get_session(world.sid)
+    assert (session.input_tokens, session.output_tokens) == (290, 39)
+
+
+def test_an_interrupted_or_failed_turn_reports_what_it_used() -> None:
+    world = World()
+    state = steps.call_model(world.store, world.start("go", [READ]), Model(_used(calls("read_file"), 11, 3)))
+    steps.await_client(world.store, world.engine, state, "token-1")
+    lifecycle.cancel(world.store, world.engine, world.sid)
+    assert _terminal_usage(world, ev.RESPONSE_CANCELLED)["total_tokens"] == 14
+
+    state = steps.call_model(
+        world.store, world.start("again", [READ]), Model(_used(calls("read_file"), 5, 1))
+    )
+    failed = state.model_copy(update={"error": {"Error": "States.Timeout", "Cause": "client tool deadline"}})
+    steps.fail_turn(world.store, failed)
+    assert _terminal_usage(world, ev.RESPONSE_FAILED)["total_tokens"] == 6
+
+
 def test_deleting_a_session_stops_and_wakes_its_turn() -> None:
     world = World()
     state = steps.call_model(world.store, world.start("go", [READ]), Model(calls("read_file")))

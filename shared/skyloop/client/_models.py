@@ -56,6 +56,7 @@ __all__ = [
     "SessionSummary",
     "StreamEvent",
     "TaskError",
+    "TokenUsage",
     "UnknownEvent",
     "UnknownItem",
     "parse_event",
@@ -129,6 +130,15 @@ class SessionSummary(_Model):
     archived: bool = False
 
 
+class TokenUsage(_Model):
+    """Tokens the model calls used (Responses-API names)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    response_id: str | None = None  # set on a turn's usage
+
+
 class SessionSnapshot(SessionSummary):
     """``GET /v1/sessions/{id}``: the newest items plus ``last_event_id``, the matching stream cursor."""
 
@@ -138,6 +148,9 @@ class SessionSnapshot(SessionSummary):
     last_task_error: TaskError | None = None
     active_response_id: str | None = None
     last_event_id: int = 0
+    usage: TokenUsage | None = None  # the session's model calls, all turns
+    turn_usage: TokenUsage | None = None  # the active (or last) turn's
+    last_total_tokens: int | None = None
 
 
 class CreatedSession(_Model):

@@ -32,6 +32,15 @@ class Usage(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
 
+    @classmethod
+    def of(cls, usage: dict[str, Any] | None) -> Usage:
+        """A harness's usage dict (Responses names; anything else counts as nothing)."""
+        usage = usage or {}
+        return cls(
+            input_tokens=int(usage.get("input_tokens") or 0),
+            output_tokens=int(usage.get("output_tokens") or 0),
+        )
+
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens

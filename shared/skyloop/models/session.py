@@ -36,6 +36,8 @@ class Session(BaseModel):
     last_seq: int = 0
     input_seq: int = 0
     owner: str = "local"  # the principal the session belongs to
+    input_tokens: int = 0  # over every model call of the session
+    output_tokens: int = 0
 
 
 class ConversationItem(BaseModel):
@@ -102,6 +104,20 @@ class Turn(BaseModel):
     await_iteration: int | None = None
     unanswered: int = 0
     resumed_iteration: int | None = None
+    input_tokens: int = 0  # over the turn's model calls
+    output_tokens: int = 0
+
+    def usage(self) -> dict[str, int]:
+        """Responses-shaped usage of the whole turn."""
+        return token_usage(self.input_tokens, self.output_tokens)
+
+
+def token_usage(input_tokens: int, output_tokens: int) -> dict[str, int]:
+    return {
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "total_tokens": input_tokens + output_tokens,
+    }
 
 
 class PendingCall(BaseModel):

@@ -242,6 +242,9 @@ class MemoryStore:
                 fields["active_response_id"] = None
             if change.clear_task_error:
                 fields["last_task_error"] = None
+        if batch.decision is not None:
+            fields["input_tokens"] = session.input_tokens + batch.decision.input_tokens
+            fields["output_tokens"] = session.output_tokens + batch.decision.output_tokens
         return session.model_copy(update=fields)
 
     def _apply(self, data: _SessionData, batch: Append, now: int) -> AppendResult:
@@ -281,7 +284,12 @@ class MemoryStore:
             decision = batch.decision
             turn = data.turns[decision.response_id]
             data.turns[decision.response_id] = turn.model_copy(
-                update={"unanswered": decision.unanswered, "await_iteration": decision.iteration}
+                update={
+                    "unanswered": decision.unanswered,
+                    "await_iteration": decision.iteration,
+                    "input_tokens": turn.input_tokens + decision.input_tokens,
+                    "output_tokens": turn.output_tokens + decision.output_tokens,
+                }
             )
             data.decisions[decision.response_id] = decision
         for call, output in batch.cancel_calls:

@@ -69,6 +69,8 @@ class TurnDecision:
     next: NextStep
     consumed_seq: int
     unanswered: int
+    input_tokens: int = 0  # what this model call used, added to the turn's and the session's totals
+    output_tokens: int = 0
 
 
 @dataclass

@@ -75,6 +75,7 @@ def _end_turn(
     model: str,
     created_at: int | None,
     error: dict[str, Any] | None = None,
+    usage: dict[str, int] | None = None,
 ) -> None:
     """The end of a turn, whichever way it ends: its terminal event, the new status, no active turn."""
     terminal = {
@@ -85,7 +86,9 @@ def _end_turn(
     batch.event(
         terminal[status],
         ev.response_event(
-            ev.response_object(response_id, status=status, model=model, created_at=created_at, error=error)
+            ev.response_object(
+                response_id, status=status, model=model, created_at=created_at, error=error, usage=usage
+            )
         ),
     )
     session_status = {"completed": "idle", "cancelled": "idle", "failed": "failed"}[status]
@@ -208,18 +211,28 @@ def fail(
     *,
     model: str,
     created_at: int | None,
+    usage: dict[str, int] | None = None,
 ) -> None:
     """End the turn as failed (once: the write is keyed by the turn; a turn that ended already is left)."""
     batch = Append(session_id, dedupe_key=f"{response_id}:fail", guard=Guard(active_turn=response_id))
     _end_turn(
-        batch, session_id, response_id, status="failed", model=model, created_at=created_at, error=error
+        batch,
+        session_id,
+        response_id,
+        status="failed",
+        model=model,
+        created_at=created_at,
+        error=error,
+        usage=usage,
     )
     with contextlib.suppress(ConditionFailedError, NotFoundError):
         store.append(batch)  # fails only if the turn already ended (interrupted or deleted)
 
 
 # -------------------------------------------------------------------- finish or continue
-def finish_or_continue(store: Store, state: TurnState, *, model: str, created_at: int) -> TurnState:
+def finish_or_continue(
+    store: Store, state: TurnState, *, model: str, created_at: int, usage: dict[str, int] | None = None
+) -> TurnState:
     """End the turn unless input arrived that the model has not seen; then it continues instead."""
     batch = Append(
         state.session_id,
@@ -227,7 +240,13 @@ def finish_or_continue(store: Store, state: TurnState, *, model: str, created_at
         guard=Guard(active_turn=state.response_id, input_seen_through=state.consumed_seq),
     )
     _end_turn(
-        batch, state.session_id, state.response_id, status="completed", model=model, created_at=created_at
+        batch,
+        state.session_id,
+        state.response_id,
+        status="completed",
+        model=model,
+        created_at=created_at,
+        usage=usage,
     )
     try:
         store.append(batch)
@@ -424,6 +443,7 @@ def cancel(store: Store, engine: TurnEngine, session_id: str) -> dict[str, Any]:
             status="cancelled",
             model=session.agent_name,
             created_at=turn.created_at,
+            usage=turn.usage(),
         )
         batch.change = SessionChange(
             status="idle", last_response_id=response_id, end_active_turn=True, mark_input=True

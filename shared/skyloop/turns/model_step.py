@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from skyloop import events as ev
 from skyloop.errors import ModelCallError
+from skyloop.harnesses.base import Usage
 from skyloop.ids import derived_id
 from skyloop.models.session import PendingCall
 from skyloop.store import NewItem, TurnDecision
@@ -36,8 +37,18 @@ MAX_ATTEMPTS = 10
 ModelCaller = Any  # (spec, items, tools, on_delta, *, timeout_s) -> ModelResult
 
 
+UsageReport = Any  # (agent name, Usage) -> None: told once per model call whose result landed
+
+
 def run(
-    store: Store, state: TurnState, turn: Turn, agent: Agent, model_caller: ModelCaller, *, timeout_s: float
+    store: Store,
+    state: TurnState,
+    turn: Turn,
+    agent: Agent,
+    model_caller: ModelCaller,
+    *,
+    timeout_s: float,
+    report_usage: UsageReport = None,
 ) -> TurnState:
     """The CallModel step for an active turn (the caller checked it is active)."""
     i = state.iteration
@@ -119,14 +130,19 @@ def run(
             )
         nxt, iteration = ("await_client" if unanswered else "call_model"), i + 1
     batch.new_calls = calls
+    tokens = Usage.of(result.usage)
     batch.decision = TurnDecision(
         response_id=state.response_id,
         iteration=i,
         next=nxt,
         consumed_seq=consumed,
         unanswered=unanswered,
+        input_tokens=tokens.input_tokens,
+        output_tokens=tokens.output_tokens,
     )
     lifecycle.append_active(store, batch)
+    if report_usage is not None:
+        report_usage(agent.name, tokens)
     return state.model_copy(update={"next": nxt, "iteration": iteration, "consumed_seq": consumed})
 
 

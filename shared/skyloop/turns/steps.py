@@ -108,6 +108,7 @@ def call_model(
     *,
     timeout_s: float = 600.0,
     secrets: SecretStore | None = None,
+    report_usage: model_step.UsageReport = None,
 ) -> TurnState:
     session = store.get_session(state.session_id)
     if not lifecycle.is_active(session, state.response_id):
@@ -115,7 +116,7 @@ def call_model(
     turn = store.get_turn(state.session_id, state.response_id)
     agent = with_api_key(agent_of(store, turn), secrets)
     caller = model_caller or model_step.default_caller(agent.spec.executor.harness)
-    return model_step.run(store, state, turn, agent, caller, timeout_s=timeout_s)
+    return model_step.run(store, state, turn, agent, caller, timeout_s=timeout_s, report_usage=report_usage)
 
 
 def with_api_key(agent: Agent, secrets: SecretStore | None) -> Agent:
@@ -143,7 +144,9 @@ def finish_turn(store: Store, state: TurnState) -> TurnState:
     except NotFoundError:
         return state.model_copy(update={"next": "stop"})
     agent = agent_of(store, turn)
-    return lifecycle.finish_or_continue(store, state, model=agent.name, created_at=turn.created_at)
+    return lifecycle.finish_or_continue(
+        store, state, model=agent.name, created_at=turn.created_at, usage=turn.usage()
+    )
 
 
 def fail_turn(store: Store, state: TurnState) -> TurnState:
@@ -151,8 +154,10 @@ def fail_turn(store: Store, state: TurnState) -> TurnState:
     error = {"code": code, "message": message}
     try:
         turn = store.get_turn(state.session_id, state.response_id)
-        model, created = agent_of(store, turn).name, turn.created_at
+        model, created, usage = agent_of(store, turn).name, turn.created_at, turn.usage()
     except NotFoundError:
-        model, created = "unknown", None
-    lifecycle.fail(store, state.session_id, state.response_id, error, model=model, created_at=created)
+        model, created, usage = "unknown", None, None
+    lifecycle.fail(
+        store, state.session_id, state.response_id, error, model=model, created_at=created, usage=usage
+    )
     return state.model_copy(update={"next": "stop", "error": error})

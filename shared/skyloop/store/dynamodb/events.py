@@ -32,7 +32,7 @@ from skyloop.store.records import AppendResult, ConditionFailedError, Contention
 
 if TYPE_CHECKING:
     from skyloop.models.session import PendingCall
-    from skyloop.store.records import Append, Guard, SessionChange
+    from skyloop.store.records import Append, Guard, SessionChange, TurnDecision
 
 MAX_APPEND_ATTEMPTS = 50
 MAX_TRANSACTION_ITEMS = 100
@@ -177,13 +177,15 @@ class EventLog(TableBase):
         more_sets, removes = change_expressions(batch.change, names, values, batch.session_id)
         sets += more_sets
         guard = guard_condition(batch.guard, names, values)
+        adds = _token_adds(batch.decision, values, ":s")
         return {
             "Update": {
                 "TableName": self.table,
                 "Key": codec.to_item(keys.session_key(batch.session_id)),
                 "UpdateExpression": "SET "
                 + ", ".join(sets)
-                + (" REMOVE " + ", ".join(removes) if removes else ""),
+                + (" REMOVE " + ", ".join(removes) if removes else "")
+                + adds,
                 "ConditionExpression": "#last_seq = :old" + (f" AND {guard}" if guard else ""),
                 "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": values,
@@ -263,24 +265,28 @@ class EventLog(TableBase):
             item.update(self._text_out("output", item.pop("output"), prefix))
         return {**item, **keys.call_key(call.session_id, call.response_id, call.call_id)}
 
-    def _decision_op(self, session_id: str, decision: Any) -> dict[str, Any]:
+    def _decision_op(self, session_id: str, decision: TurnDecision) -> dict[str, Any]:
         recorded = {
             "iteration": decision.iteration,
             "next": decision.next,
             "consumed_seq": decision.consumed_seq,
             "unanswered": decision.unanswered,
+            "input_tokens": decision.input_tokens,
+            "output_tokens": decision.output_tokens,
         }
+        values = {
+            ":u": codec.attr(decision.unanswered),
+            ":i": codec.attr(decision.iteration),
+            ":d": codec.attr(codec.dumps(recorded)),
+        }
+        adds = _token_adds(decision, values, ":t")
         return {
             "Update": {
                 "TableName": self.table,
                 "Key": codec.to_item(keys.turn_key(session_id, decision.response_id)),
-                "UpdateExpression": "SET unanswered = :u, await_iteration = :i, last_decision = :d",
+                "UpdateExpression": "SET unanswered = :u, await_iteration = :i, last_decision = :d" + adds,
                 "ConditionExpression": "attribute_exists(pk)",
-                "ExpressionAttributeValues": {
-                    ":u": codec.attr(decision.unanswered),
-                    ":i": codec.attr(decision.iteration),
-                    ":d": codec.attr(codec.dumps(recorded)),
-                },
+                "ExpressionAttributeValues": values,
             }
         }
 
@@ -373,3 +379,12 @@ class EventLog(TableBase):
             for attrs in rows
             if through_seq is None or int(attrs["position"]) <= through_seq
         ]
+
+
+def _token_adds(decision: TurnDecision | None, values: dict[str, Any], prefix: str) -> str:
+    """`` ADD`` clause summing a model call's tokens into a row (atomic; the append's dedupe makes it once)."""
+    if decision is None or not (decision.input_tokens or decision.output_tokens):
+        return ""
+    values[prefix + "in"] = codec.attr(decision.input_tokens)
+    values[prefix + "out"] = codec.attr(decision.output_tokens)
+    return f" ADD input_tokens {prefix}in, output_tokens {prefix}out"
