@@ -20,6 +20,7 @@ from skyloop.models.agent import Agent, AgentSpec
 from skyloop.models.session import PendingCall, Session, Turn
 from skyloop.store import (
     Append,
+    ApprovalResolution,
     ConditionFailedError,
     DynamoStore,
     Guard,
@@ -413,6 +414,56 @@ def test_cancelling_calls_gives_only_unanswered_ones_the_output(store: Store) ->
     assert stored is not None
     assert stored.output == "[cancelled]"
     assert stored.cancelled
+
+
+def test_server_outputs_are_recorded_once_without_counting_the_wait_down(store: Store) -> None:
+    session = _session(store)
+    client, server = (
+        _call(session, "resp_s", 0),
+        _call(session, "resp_s", 1).model_copy(update={"kind": "server"}),
+    )
+    _running(store, session, "resp_s", unanswered=1)
+    store.append(Append(session.id, new_calls=[client, server]))
+    assert store.answer_call(server, "tool says hi", count_down=False) is True
+    assert store.answer_call(server, "again", count_down=False) is False  # a retried branch writes nothing
+    assert store.get_turn(session.id, "resp_s").unanswered == 1  # still waiting for the client
+    stored = store.get_call(session.id, "resp_s", "call_1")
+    assert stored is not None
+    assert (stored.kind, stored.output) == ("server", "tool says hi")
+
+
+def test_approvals_resolve_once_and_count_the_wait_down(store: Store) -> None:
+    session = _session(store)
+    pending = [
+        _call(session, "resp_a", n).model_copy(update={"kind": "server", "approval": "pending"})
+        for n in range(2)
+    ]
+    _running(store, session, "resp_a", unanswered=2)
+    store.append(Append(session.id, new_calls=pending))
+    approve = Append(session.id, approvals=[ApprovalResolution(pending[0], approved=True)])
+    approve.event("response.elicitation_resolved", {"action": "accept"})
+    store.append(approve)
+    with pytest.raises(ConditionFailedError):  # resolved already: nothing is written, no event either
+        store.append(
+            _batch(session.id, "x", approvals=[ApprovalResolution(pending[0], approved=False, output="no")])
+        )
+    store.append(
+        Append(session.id, approvals=[ApprovalResolution(pending[1], approved=False, output="denied")])
+    )
+    calls = store.list_calls(session.id, "resp_a")
+    assert [(c.approval, c.output) for c in calls] == [("approved", None), ("denied", "denied")]
+    assert store.get_turn(session.id, "resp_a").unanswered == 0
+    assert [e.type for e in store.read_event_page(session.id, 0)[0]][-1] == "response.elicitation_resolved"
+
+
+def test_an_mcp_tool_listing_is_kept_per_agent_version_first_one_wins(store: Store) -> None:
+    agent_id = uuid.uuid4().hex
+    assert store.get_tool_listing(agent_id, "docs") is None
+    first = [{"name": "search", "description": "Search the docs", "parameters": {"type": "object"}}]
+    store.put_tool_listing(agent_id, "docs", first)
+    store.put_tool_listing(agent_id, "docs", [{"name": "other"}])
+    assert store.get_tool_listing(agent_id, "docs") == first
+    assert store.get_tool_listing(agent_id, "other-server") is None
 
 
 def test_decisions_parking_and_the_one_wake_up(store: Store) -> None:

@@ -121,7 +121,13 @@ def token_usage(input_tokens: int, output_tokens: int) -> dict[str, int]:
 
 
 class PendingCall(BaseModel):
-    """A client-side call the turn is parked on; ``output`` is set exactly once."""
+    """A tool call of a model response; ``output`` is set exactly once.
+
+    ``kind`` says who runs it: the client (the turn parks on it) or the server
+    (the turn's ``RunTools`` state runs it). A server call whose tool needs
+    approval starts with ``approval == "pending"``; the turn parks on it too
+    until the client approves (it then runs) or denies (the denial is its output).
+    """
 
     session_id: str
     response_id: str
@@ -135,3 +141,5 @@ class PendingCall(BaseModel):
     output: str | None = None
     answered_at: int | None = None
     cancelled: bool = False
+    kind: Literal["client", "server"] = "client"
+    approval: Literal["pending", "approved", "denied"] | None = None

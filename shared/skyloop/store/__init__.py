@@ -11,6 +11,7 @@ from skyloop.store.protocol import Store
 from skyloop.store.records import (
     Append,
     AppendResult,
+    ApprovalResolution,
     ConditionFailedError,
     ContentionError,
     Guard,
@@ -24,6 +25,7 @@ from skyloop.store.records import (
 __all__ = [
     "Append",
     "AppendResult",
+    "ApprovalResolution",
     "ConditionFailedError",
     "ContentionError",
     "DynamoStore",

@@ -13,6 +13,7 @@ Key design (one table, ``pk``/``sk`` strings, two sparse GSIs)::
     dedupe marker       SESSION#<id>        DEDUPE#<key>                        (TTL expires_at)
     turn                SESSION#<id>        TURN#<response id>
     pending call        SESSION#<id>        CALL#<response id>#<call id>
+    MCP tool listing    AGENT#<id>          TOOLS#<server name>
     bearer token        TOKEN#<sha256>      TOKEN                               by_owner:      token#<owner> / <ts>#<id>
 
 Indexes are named after what they index: ``by_owner`` lists a principal's
@@ -60,6 +61,11 @@ def created_key(ts_ns: int, ident: str) -> str:
 
 def agent_key(agent_id: str) -> dict[str, str]:
     return {PK: f"AGENT#{agent_id}", SK: "AGENT"}
+
+
+def tool_listing_key(agent_id: str, server: str) -> dict[str, str]:
+    """An agent version's listing of one MCP server's tools (listed once, then read)."""
+    return {PK: f"AGENT#{agent_id}", SK: f"TOOLS#{server}"}
 
 
 def session_pk(session_id: str) -> str:

@@ -47,6 +47,7 @@ class MemoryStore:
         self._agents: dict[str, tuple[Agent, tuple[int, str]]] = {}
         self._sessions: dict[str, _SessionData] = {}
         self._tokens: dict[str, TokenRecord] = {}
+        self._tool_listings: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._clock = itertools.count()
         self.appends = 0  # how many appends landed (tests read it)
 
@@ -61,6 +62,15 @@ class MemoryStore:
             if agent.id in self._agents:
                 raise ConflictError(f"an agent with id {agent.id!r} already exists")
             self._agents[agent.id] = (agent.model_copy(deep=True), self._created(agent.id))
+
+    def get_tool_listing(self, agent_id: str, server: str) -> list[dict[str, Any]] | None:
+        with self._lock:
+            listing = self._tool_listings.get((agent_id, server))
+            return copy.deepcopy(listing) if listing is not None else None
+
+    def put_tool_listing(self, agent_id: str, server: str, tools: list[dict[str, Any]]) -> None:
+        with self._lock:
+            self._tool_listings.setdefault((agent_id, server), copy.deepcopy(tools))
 
     def get_agent(self, agent_id: str) -> Agent:
         with self._lock:
@@ -217,6 +227,19 @@ class MemoryStore:
                 or data.calls[(c.response_id, c.call_id)].output is not None
                 for c, _ in batch.cancel_calls
             )
+            or any(
+                (r.call.response_id, r.call.call_id) not in data.calls
+                or data.calls[(r.call.response_id, r.call.call_id)].approval != "pending"
+                or data.calls[(r.call.response_id, r.call.call_id)].output is not None
+                for r in batch.approvals
+            )
+            or (
+                bool(batch.approvals)
+                and (
+                    batch.approvals[0].call.response_id not in data.turns
+                    or data.turns[batch.approvals[0].call.response_id].unanswered < len(batch.approvals)
+                )
+            )
             or any(claim in data.dedupe for claim in batch.claims)
         )
         if failed:
@@ -292,6 +315,19 @@ class MemoryStore:
                 }
             )
             data.decisions[decision.response_id] = decision
+        for resolution in batch.approvals:
+            key = (resolution.call.response_id, resolution.call.call_id)
+            update: dict[str, Any] = {
+                "approval": "approved" if resolution.approved else "denied",
+                "answered_at": now,
+            }
+            if resolution.output is not None:
+                update["output"] = resolution.output
+            data.calls[key] = data.calls[key].model_copy(update=update)
+        if batch.approvals:
+            rid = batch.approvals[0].call.response_id
+            turn = data.turns[rid]
+            data.turns[rid] = turn.model_copy(update={"unanswered": turn.unanswered - len(batch.approvals)})
         for call, output in batch.cancel_calls:
             key = (call.response_id, call.call_id)
             data.calls[key] = data.calls[key].model_copy(
@@ -399,7 +435,7 @@ class MemoryStore:
             ]
         return sorted(calls, key=lambda c: (c.iteration, c.index))
 
-    def answer_call(self, call: PendingCall, output: str) -> bool:
+    def answer_call(self, call: PendingCall, output: str, *, count_down: bool = True) -> bool:
         with self._lock:
             data = self._sessions.get(call.session_id)
             if data is None:
@@ -410,14 +446,15 @@ class MemoryStore:
                 stored is None
                 or stored.output is not None
                 or turn is None
-                or turn.unanswered <= 0
+                or (count_down and turn.unanswered <= 0)
                 or data.session.active_response_id != call.response_id
             ):
                 return False
             data.calls[(call.response_id, call.call_id)] = stored.model_copy(
                 update={"output": output, "answered_at": int(time.time())}
             )
-            data.turns[call.response_id] = turn.model_copy(update={"unanswered": turn.unanswered - 1})
+            if count_down:
+                data.turns[call.response_id] = turn.model_copy(update={"unanswered": turn.unanswered - 1})
             return True
 
     # ------------------------------------------------------------------ tokens

@@ -8,7 +8,7 @@ Two implementations pass the same contract tests
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from skyloop.models.agent import Agent
@@ -28,6 +28,8 @@ class Store(Protocol):
     def list_agents(
         self, *, owner: str = ..., limit: int = 20, descending: bool = True, after: str | None = None
     ) -> tuple[list[Agent], bool]: ...
+    def get_tool_listing(self, agent_id: str, server: str) -> list[dict[str, Any]] | None: ...
+    def put_tool_listing(self, agent_id: str, server: str, tools: list[dict[str, Any]]) -> None: ...
 
     # sessions
     def create_session(self, session: Session) -> None: ...
@@ -66,7 +68,7 @@ class Store(Protocol):
     def list_calls(
         self, session_id: str, response_id: str, *, iteration: int | None = None
     ) -> list[PendingCall]: ...
-    def answer_call(self, call: PendingCall, output: str) -> bool: ...
+    def answer_call(self, call: PendingCall, output: str, *, count_down: bool = True) -> bool: ...
 
     # bearer tokens (hashes only)
     def put_token(self, token: TokenRecord) -> None: ...

@@ -73,6 +73,15 @@ class TurnDecision:
     output_tokens: int = 0
 
 
+@dataclass(frozen=True)
+class ApprovalResolution:
+    """A client's answer to a server call awaiting approval: it runs, or the denial is its output."""
+
+    call: PendingCall
+    approved: bool
+    output: str | None = None  # set when denied
+
+
 @dataclass
 class Append:
     """A unit of work on one session: events, items and the records a turn step writes with them.
@@ -93,6 +102,7 @@ class Append:
     new_calls: list[PendingCall] = field(default_factory=list)
     decision: TurnDecision | None = None
     cancel_calls: list[tuple[PendingCall, str]] = field(default_factory=list)  # (unanswered call, output)
+    approvals: list[ApprovalResolution] = field(default_factory=list)  # each counts the turn's wait down
     claims: list[str] = field(default_factory=list)  # further dedupe markers put in the same write
 
     def event(self, type_: str, data: dict[str, Any] | None = None) -> int:

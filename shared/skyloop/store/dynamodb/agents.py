@@ -45,6 +45,19 @@ class AgentRecords(TableBase):
             spec=AgentSpec.model_validate(spec),
         )
 
+    def get_tool_listing(self, agent_id: str, server: str) -> list[dict[str, Any]] | None:
+        attrs = self._get(keys.tool_listing_key(agent_id, server))
+        return codec.loads(self._text_in(attrs, "tools"), []) if attrs is not None else None
+
+    def put_tool_listing(self, agent_id: str, server: str, tools: list[dict[str, Any]]) -> None:
+        """The first listing of an agent version wins; later ones are the same server's same answer."""
+        item = {
+            **keys.tool_listing_key(agent_id, server),
+            **self._text_out("tools", codec.dumps(tools), keys.agent_blob_prefix(agent_id)),
+            "listed_at": int(time.time()),
+        }
+        self._put_new(item)
+
     def get_agent(self, agent_id: str) -> Agent:
         attrs = self._get(keys.agent_key(agent_id))
         if attrs is None:

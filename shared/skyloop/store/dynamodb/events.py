@@ -32,7 +32,7 @@ from skyloop.store.records import AppendResult, ConditionFailedError, Contention
 
 if TYPE_CHECKING:
     from skyloop.models.session import PendingCall
-    from skyloop.store.records import Append, Guard, SessionChange, TurnDecision
+    from skyloop.store.records import Append, ApprovalResolution, Guard, SessionChange, TurnDecision
 
 MAX_APPEND_ATTEMPTS = 50
 MAX_TRANSACTION_ITEMS = 100
@@ -98,6 +98,7 @@ class EventLog(TableBase):
     def append(self, batch: Append) -> AppendResult:
         """Write a batch atomically with the next sequence numbers (see the module docstring)."""
         ops = 2 + len(batch.events) + len(batch.items) + len(batch.new_calls) + len(batch.cancel_calls)
+        ops += len(batch.approvals) + (1 if batch.approvals else 0)
         ops += len(batch.claims) + (1 if batch.new_turn else 0) + (1 if batch.decision else 0)
         if ops > MAX_TRANSACTION_ITEMS:
             raise ValueError("append batch too large for one transaction")
@@ -159,6 +160,13 @@ class EventLog(TableBase):
         if batch.decision is not None:
             ops.append(self._decision_op(batch.session_id, batch.decision))
         ops += [self._cancel_call_op(call, output) for call, output in batch.cancel_calls]
+        if batch.approvals:
+            ops += [self._approval_op(resolution) for resolution in batch.approvals]
+            ops.append(
+                self._count_down_op(
+                    batch.session_id, batch.approvals[0].call.response_id, len(batch.approvals)
+                )
+            )
         ops += [
             self._new_item_op({**keys.dedupe_key(batch.session_id, claim), keys.TTL_ATTRIBUTE: expires})
             for claim in batch.claims
@@ -287,6 +295,40 @@ class EventLog(TableBase):
                 "UpdateExpression": "SET unanswered = :u, await_iteration = :i, last_decision = :d" + adds,
                 "ConditionExpression": "attribute_exists(pk)",
                 "ExpressionAttributeValues": values,
+            }
+        }
+
+    def _approval_op(self, resolution: ApprovalResolution) -> dict[str, Any]:
+        """Approve or deny a call still awaiting approval (fails if another answer won the race)."""
+        call = resolution.call
+        sets = ["approval = :a", "answered_at = :now"]
+        values: dict[str, Any] = {
+            ":a": codec.attr("approved" if resolution.approved else "denied"),
+            ":pending": codec.attr("pending"),
+            ":now": codec.attr(int(time.time())),
+        }
+        if resolution.output is not None:
+            sets.append("#o = :o")
+            values[":o"] = codec.attr(resolution.output)
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": codec.to_item(keys.call_key(call.session_id, call.response_id, call.call_id)),
+                "UpdateExpression": "SET " + ", ".join(sets),
+                "ConditionExpression": "approval = :pending AND attribute_not_exists(#o)",
+                "ExpressionAttributeNames": {"#o": "output"},
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    def _count_down_op(self, session_id: str, response_id: str, n: int) -> dict[str, Any]:
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": codec.to_item(keys.turn_key(session_id, response_id)),
+                "UpdateExpression": "SET unanswered = unanswered - :n",
+                "ConditionExpression": "unanswered >= :n",
+                "ExpressionAttributeValues": {":n": codec.attr(n)},
             }
         }
 

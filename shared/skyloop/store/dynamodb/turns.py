@@ -113,55 +113,56 @@ class TurnRecords(TableBase):
             calls = [c for c in calls if c.iteration == iteration]
         return sorted(calls, key=lambda c: (c.iteration, c.index))
 
-    def answer_call(self, call: PendingCall, output: str) -> bool:
-        """Record the output once: set it on the call and count it down on the turn, atomically.
+    def answer_call(self, call: PendingCall, output: str, *, count_down: bool = True) -> bool:
+        """Record the output once; a client call's answer also counts it down on the turn, atomically.
 
         Only while the call's turn is the session's running turn. Returns False
         when the call already had an output or its turn has ended (the caller
-        then compares outputs to answer idempotently or with 409).
+        then compares outputs to answer idempotently or with 409). A server
+        tool's output (``count_down=False``) is not waited for by a parked turn.
         """
         session_key = keys.session_key(call.session_id)
         stored = self._text_out("output", output, keys.session_blob_prefix(call.session_id))
         ((attr, value),) = stored.items()
-        try:
-            self.client.transact_write_items(
-                TransactItems=[
-                    {
-                        "Update": {
-                            "TableName": self.table,
-                            "Key": codec.to_item(
-                                keys.call_key(call.session_id, call.response_id, call.call_id)
-                            ),
-                            "UpdateExpression": "SET #a = :o, answered_at = :t",
-                            "ConditionExpression": (
-                                "attribute_exists(pk) AND attribute_not_exists(#o) AND attribute_not_exists(#ob)"
-                            ),
-                            "ExpressionAttributeNames": {"#a": attr, "#o": "output", "#ob": "output_blob"},
-                            "ExpressionAttributeValues": {
-                                ":o": codec.attr(value),
-                                ":t": codec.attr(int(time.time())),
-                            },
-                        }
+        ops: list[dict[str, Any]] = [
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": codec.to_item(keys.call_key(call.session_id, call.response_id, call.call_id)),
+                    "UpdateExpression": "SET #a = :o, answered_at = :t",
+                    "ConditionExpression": (
+                        "attribute_exists(pk) AND attribute_not_exists(#o) AND attribute_not_exists(#ob)"
+                    ),
+                    "ExpressionAttributeNames": {"#a": attr, "#o": "output", "#ob": "output_blob"},
+                    "ExpressionAttributeValues": {
+                        ":o": codec.attr(value),
+                        ":t": codec.attr(int(time.time())),
                     },
-                    {
-                        "Update": {
-                            "TableName": self.table,
-                            "Key": codec.to_item(keys.turn_key(call.session_id, call.response_id)),
-                            "UpdateExpression": "SET unanswered = unanswered - :one",
-                            "ConditionExpression": "unanswered > :zero",
-                            "ExpressionAttributeValues": {":one": codec.attr(1), ":zero": codec.attr(0)},
-                        }
-                    },
-                    {
-                        "ConditionCheck": {  # only the running turn takes outputs
-                            "TableName": self.table,
-                            "Key": codec.to_item(session_key),
-                            "ConditionExpression": "active_response_id = :r",
-                            "ExpressionAttributeValues": {":r": codec.attr(call.response_id)},
-                        }
-                    },
-                ]
+                }
+            },
+            {
+                "ConditionCheck": {  # only the running turn takes outputs
+                    "TableName": self.table,
+                    "Key": codec.to_item(session_key),
+                    "ConditionExpression": "active_response_id = :r",
+                    "ExpressionAttributeValues": {":r": codec.attr(call.response_id)},
+                }
+            },
+        ]
+        if count_down:
+            ops.append(
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": codec.to_item(keys.turn_key(call.session_id, call.response_id)),
+                        "UpdateExpression": "SET unanswered = unanswered - :one",
+                        "ConditionExpression": "unanswered > :zero",
+                        "ExpressionAttributeValues": {":one": codec.attr(1), ":zero": codec.attr(0)},
+                    }
+                }
             )
+        try:
+            self.client.transact_write_items(TransactItems=ops)
         except ClientError as exc:
             if error_code(exc) == "TransactionCanceledException":
                 return False

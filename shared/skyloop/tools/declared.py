@@ -1,0 +1,151 @@
+"""Server-side tools an agent spec declares: Lambda functions and remote MCP servers.
+
+In the spec's ``tools`` map (omnigent's form: tool name -> definition)::
+
+    tools:
+      word_count:                      # a Lambda tool: the key is the tool's name
+        type: lambda
+        function: word-count           # a function name or ARN
+        description: Count the words of a text
+        parameters: {type: object, properties: {text: {type: string}}, required: [text]}
+        timeout_s: 30                  # default 60, at most 900
+        max_output_chars: 20000        # default 100000, at most 200000
+        approval: required             # default never
+      docs:                            # an MCP server: the key names the server
+        type: mcp
+        url: https://mcp.example.com/mcp
+        headers: {Authorization: {secret: skyloop/mcp/docs-token}}   # or a plain string
+        tools: [search, fetch]         # optional allow-list of the server's tools
+        timeout_s: 60
+        approval: never
+
+Entries of other types (``function`` with ``runtime: client``...) are not
+server tools and are left to their own readers. Every field is validated when
+the agent is registered, so a bad spec is a 400 then, never a failed turn.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from skyloop.errors import InvalidInputError
+
+SERVER_TOOL_TYPES = ("lambda", "mcp")
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what every provider accepts as a function name
+# A function name, a partial ARN (account:function:name) or a full ARN, with an optional version/alias.
+LAMBDA_FUNCTION = re.compile(
+    r"^(arn:aws[a-zA-Z-]*:lambda:[a-z]{2}(-[a-z]+)+-\d:\d{12}:function:)?[A-Za-z0-9_-]{1,64}(:[A-Za-z0-9_$-]{1,128})?$"
+)
+MAX_SERVER_TOOLS = 64
+MAX_OUTPUT_CHARS = 200_000  # what one tool output may hold (the same cap as a client output)
+
+Approval = Literal["never", "required"]
+
+
+class SecretRef(BaseModel):
+    """A header value read from Secrets Manager at call time, never stored in the spec."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    secret: str = Field(min_length=1, max_length=2048)
+
+
+class LambdaTool(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["lambda"]
+    function: str
+    description: str = Field(default="", max_length=10_000)
+    parameters: dict[str, Any] | None = None
+    timeout_s: int = Field(default=60, ge=1, le=900)
+    max_output_chars: int = Field(default=100_000, ge=1, le=MAX_OUTPUT_CHARS)
+    approval: Approval = "never"
+
+    @field_validator("function")
+    @classmethod
+    def _function(cls, value: str) -> str:
+        if not LAMBDA_FUNCTION.match(value):
+            raise ValueError("must be a Lambda function name or ARN (optionally with :version or :alias)")
+        return value
+
+    @field_validator("parameters")
+    @classmethod
+    def _object_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and value.get("type", "object") != "object":
+            raise ValueError("must be a JSON Schema of type object")
+        return value
+
+
+class McpServer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["mcp"]
+    url: str = Field(max_length=2048)
+    description: str = Field(default="", max_length=10_000)
+    headers: dict[str, str | SecretRef] = Field(default_factory=dict, max_length=32)
+    tools: list[str] | None = Field(default=None, max_length=MAX_SERVER_TOOLS)
+    timeout_s: int = Field(default=60, ge=1, le=300)
+    max_output_chars: int = Field(default=100_000, ge=1, le=MAX_OUTPUT_CHARS)
+    approval: Approval = "never"
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s) URL (MCP's streamable HTTP transport)")
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _header_names(cls, value: dict[str, str | SecretRef]) -> dict[str, str | SecretRef]:
+        for name in value:
+            if not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,256}", name):
+                raise ValueError(f"{name!r} is not a valid HTTP header name")
+        return value
+
+    @field_validator("tools")
+    @classmethod
+    def _tool_names(cls, value: list[str] | None) -> list[str] | None:
+        for name in value or []:
+            if not TOOL_NAME.match(name):
+                raise ValueError(f"{name!r} is not a valid tool name")
+        return value
+
+
+class DeclaredTools(BaseModel):
+    """The agent's server tools: Lambda tools by tool name, MCP servers by server name."""
+
+    lambdas: dict[str, LambdaTool] = Field(default_factory=dict)
+    mcp: dict[str, McpServer] = Field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not self.lambdas and not self.mcp
+
+
+def declared_tools(tools: Any) -> DeclaredTools:
+    """The server tools of a spec's ``tools`` value; raises InvalidInputError naming the bad field."""
+    if not isinstance(tools, dict):
+        return DeclaredTools()  # a list or nothing: no server tools in this form
+    out = DeclaredTools()
+    for name, definition in tools.items():
+        if not isinstance(definition, dict) or definition.get("type") not in SERVER_TOOL_TYPES:
+            continue
+        if not isinstance(name, str) or not TOOL_NAME.match(name):
+            raise InvalidInputError(f"tools.{name}: a tool name is 1-64 letters, digits, '_' or '-'")
+        try:
+            if definition["type"] == "lambda":
+                out.lambdas[name] = LambdaTool.model_validate(definition)
+            else:
+                out.mcp[name] = McpServer.model_validate(definition)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"tools.{name}.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+            )
+            raise InvalidInputError(f"invalid server tool: {problems}") from None
+    if len(out.lambdas) + len(out.mcp) > MAX_SERVER_TOOLS:
+        raise InvalidInputError(f"an agent declares at most {MAX_SERVER_TOOLS} server tools")
+    return out
