@@ -16,7 +16,7 @@ refuses to synthesize a function whose access nobody decided.
     (UpdateItem), appends events and answers client calls in transactions
     (PutItem, UpdateItem, ConditionCheckItem), and deletes sessions
     (DeleteItem on the session row, Query for what is under it, BatchWriteItem).
-  - turn steps: reads by key and base-table queries (GetItem, Query), dedupe
+  - turn steps (``run_tool`` too): reads by key and base-table queries (GetItem, Query), dedupe
     claims (PutItem), parking and decisions (UpdateItem), appends
     (transactions: PutItem, UpdateItem, ConditionCheckItem). They never delete.
   - ``stream``: the bearer-token lookup and the session row (GetItem) and the
@@ -99,6 +99,16 @@ TABLE_ACCESS: dict[str, TableAccess] = {
         )
     ),
     "fail_turn": TableAccess(
+        actions=(
+            "dynamodb:GetItem",
+            "dynamodb:Query",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:ConditionCheckItem",
+        )
+    ),  # a server tool call: reads the call and its agent, keeps an MCP listing (PutItem), records
+    # the output (transaction) and announces the call (append); never deletes
+    "run_tool": TableAccess(
         actions=(
             "dynamodb:GetItem",
             "dynamodb:Query",

@@ -12,9 +12,9 @@ import uvicorn
 class UvicornThread:
     """uvicorn on a free port (port 0) in a daemon thread, so tests get a real HTTP stack."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, *, lifespan: str = "off") -> None:
         config = uvicorn.Config(
-            app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", timeout_graceful_shutdown=1
+            app, host="127.0.0.1", port=0, log_level="warning", lifespan=lifespan, timeout_graceful_shutdown=1
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, daemon=True)

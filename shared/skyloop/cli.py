@@ -37,6 +37,14 @@ def _parser() -> argparse.ArgumentParser:
         help="run handlers in worker processes, one invocation each at a time, as Lambda does "
         "(default), or in threads of the stack's process (for a debugger)",
     )
+    dev.add_argument(
+        "--lambda-tools",
+        action="append",
+        default=[p for p in os.environ.get("SKYLOOP_LAMBDA_TOOLS", "").split(os.pathsep) if p],
+        metavar="FILE.py",
+        help="a Python file whose (event, context) functions become local Lambda functions that agents "
+        "can declare as tools ({type: lambda, function: <name>}); may be given more than once",
+    )
     mock = sub.add_parser("mock-llm", help="serve the scripted OpenAI-compatible mock model")
     mock.add_argument("--host", default="127.0.0.1")
     mock.add_argument("--port", type=int, default=8089)
@@ -142,7 +150,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "dev":
         from skyloop.local.dev import serve
 
-        serve(args.host, args.port, require_token=args.require_token, lambda_runtime=args.lambda_runtime)
+        serve(
+            args.host,
+            args.port,
+            require_token=args.require_token,
+            lambda_runtime=args.lambda_runtime,
+            lambda_tools=args.lambda_tools,
+        )
     elif args.command == "mock-llm":
         from skyloop.mockllm import serve as serve_mock
 

@@ -21,6 +21,8 @@ RESPONSE_ITEM_DONE = "response.output_item.done"
 RESPONSE_COMPLETED = "response.completed"
 RESPONSE_FAILED = "response.failed"
 RESPONSE_CANCELLED = "response.cancelled"
+ELICITATION_REQUEST = "response.elicitation_request"  # a server tool asks the client's approval
+ELICITATION_RESOLVED = "response.elicitation_resolved"
 TERMINAL_TYPES = frozenset({RESPONSE_COMPLETED, RESPONSE_FAILED, RESPONSE_CANCELLED, "response.incomplete"})
 
 
@@ -141,3 +143,30 @@ def assistant_message_item(
         "content": [{"type": "output_text", "text": text}],
         "model": model,
     }
+
+
+def approval_request(
+    *, elicitation_id: str, call_id: str, name: str, arguments: str, response_id: str, session_id: str
+) -> dict[str, Any]:
+    """omnigent's elicitation shape (``mode: form``, an empty schema: accept or decline is the answer)."""
+    return {
+        "elicitation_id": elicitation_id,
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": f"Allow the tool '{name}' to run with these arguments?",
+            "requestedSchema": {"type": "object", "properties": {}},
+            "phase": "tool_approval",
+            "policy_name": "approval",
+            "content_preview": arguments[:2000],
+            "target_session_id": session_id,
+            "call_id": call_id,
+            "tool_name": name,
+            "arguments": arguments,
+        },
+        "response_id": response_id,
+    }
+
+
+def approval_resolved(elicitation_id: str, action: str, response_id: str) -> dict[str, Any]:
+    return {"elicitation_id": elicitation_id, "action": action, "response_id": response_id}

@@ -69,6 +69,13 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
         description="Turn step: park on client-side tool calls (waitForTaskToken)",
     ),
     FunctionSpec(
+        name="run_tool",
+        memory_mb=256,
+        timeout_s=330,  # an MCP call may take its tool's timeout (at most 300 s) plus recording
+        asl_key="RunTool",
+        description="Turn step: prepare and record one server tool call (runs MCP calls itself)",
+    ),
+    FunctionSpec(
         name="finish_turn",
         memory_mb=256,
         timeout_s=30,
@@ -79,6 +86,9 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
         name="fail_turn", memory_mb=256, timeout_s=30, asl_key="FailTurn", description="Turn step: fail"
     ),
 )
+
+
+NAMES = frozenset(f.name for f in FUNCTIONS)
 
 
 def by_name(name: str) -> FunctionSpec:

@@ -78,6 +78,9 @@ def register_agent(
     A model key in the spec goes to the secret store; the stored version keeps
     only the secret's name (see :mod:`skyloop.secrets`).
     """
+    from skyloop.tools.declared import declared_tools
+
+    declared_tools(spec.tools)  # a bad server tool is a 400 now, not a failed turn later
     agent_id = new_id()
     secret_name = None
     auth = spec.executor.auth

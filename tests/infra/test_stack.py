@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -397,11 +398,25 @@ def test_state_machine_definition_is_the_shared_asl_file(template_json: Template
 def test_every_task_retries_transient_lambda_errors(template_json: Template) -> None:
     _, machine = one(template_json, "AWS::StepFunctions::StateMachine")
     asl = json.loads(machine["Properties"]["DefinitionString"])
-    tasks = {n: s for n, s in asl["States"].items() if s["Type"] == "Task"}
-    assert len(tasks) == len(STEP_FUNCTIONS)
+    tasks = dict(_tasks(asl["States"]))
+    # Every step function is some task's target (the tool map's own tasks included)...
+    targets = {t["Parameters"].get("FunctionName") for t in tasks.values()}
+    assert {"${" + f.asl_key + "FunctionArn}" for f in STEP_FUNCTIONS} <= targets
+    # ...and every task, the ones invoking a declared tool too, retries Lambda's transient errors
     for name, state in tasks.items():
         retried = {e for r in state.get("Retry", []) for e in r["ErrorEquals"]}
         assert {"Lambda.ServiceException", "Lambda.TooManyRequestsException"} <= retried, name
+
+
+def _tasks(states: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every Task state, inside Parallel branches and Map item processors too, by its path."""
+    for name, state in states.items():
+        if state["Type"] == "Task":
+            yield path + name, state
+        for branch in state.get("Branches", []):
+            yield from _tasks(branch["States"], f"{path}{name}/")
+        if "ItemProcessor" in state:
+            yield from _tasks(state["ItemProcessor"]["States"], f"{path}{name}/")
 
 
 def test_machine_invokes_exactly_its_step_functions(template_json: Template) -> None:

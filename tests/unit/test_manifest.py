@@ -5,10 +5,14 @@ from __future__ import annotations
 import ast
 import json
 import re
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from skyloop import manifest
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
 
@@ -84,19 +88,36 @@ def test_render_asl_substitutes_every_task_into_valid_json() -> None:
     assert "${" not in json.dumps({k: v for k, v in definition.items() if k != "Comment"})
     assert definition["StartAt"] in definition["States"]
 
-    # And every Lambda task names one of the step functions, each step being used
+    # And every Lambda task names one of the step functions (or, for tools, a function from the
+    # state), each step being used
+    machines = list(_machines(definition))
     targets = {
         state["Parameters"]["FunctionName"]
-        for state in definition["States"].values()
-        if state["Type"] == "Task" and state["Resource"].startswith("arn:aws:states:::lambda:invoke")
+        for machine in machines
+        for state in machine["States"].values()
+        if state["Type"] == "Task"
+        and state["Resource"].startswith("arn:aws:states:::lambda:invoke")
+        and "FunctionName" in state["Parameters"]
     }
     steps = {arns[f.name] for f in manifest.FUNCTIONS if f.asl_key}
     assert targets == steps
 
-    # And every transition points at a state that exists
-    names = set(definition["States"])
-    for state in definition["States"].values():
-        nexts = [state.get("Next"), state.get("Default")]
-        nexts += [c["Next"] for c in state.get("Choices", [])]
-        nexts += [c["Next"] for c in state.get("Catch", [])]
-        assert {n for n in nexts if n} <= names
+    # And every transition points at a state of its own (sub-)machine
+    for machine in machines:
+        names = set(machine["States"])
+        assert machine["StartAt"] in names
+        for state in machine["States"].values():
+            nexts = [state.get("Next"), state.get("Default")]
+            nexts += [c["Next"] for c in state.get("Choices", [])]
+            nexts += [c["Next"] for c in state.get("Catch", [])]
+            assert {n for n in nexts if n} <= names
+
+
+def _machines(machine: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The machine and every machine nested in it (Parallel branches, Map item processors)."""
+    yield machine
+    for state in machine["States"].values():
+        for branch in state.get("Branches", []):
+            yield from _machines(branch)
+        if "ItemProcessor" in state:
+            yield from _machines(state["ItemProcessor"])

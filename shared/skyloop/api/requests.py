@@ -18,7 +18,7 @@ AgentSpecBody = AgentSpec  # a JSON agent spec, as ``POST /v1/agents`` takes it
 MAX_OUTPUT_CHARS = 200_000  # a tool output is stored in one DynamoDB item (400 KB cap)
 MAX_TEXT_CHARS = 100_000
 MAX_TOOLS = 128
-EVENT_TYPES = ("message", "function_call_output", "interrupt")
+EVENT_TYPES = ("message", "function_call_output", "approval", "interrupt")
 
 
 class CreateSessionRequest(BaseModel):
@@ -57,6 +57,16 @@ class FunctionCallOutputData(BaseModel):
 
     call_id: str = Field(min_length=1, max_length=256)
     output: str
+
+
+class ApprovalData(BaseModel):
+    """The answer to a ``response.elicitation_request`` (omnigent's approval event shape)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    elicitation_id: str = Field(min_length=1, max_length=512)
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, Any] | None = None  # omnigent forms may carry answers; an approval needs none
 
 
 class NestedFunction(BaseModel):
@@ -107,6 +117,9 @@ class SessionEventRequest(BaseModel):
 
     def message(self) -> MessageData:
         return parse_model(MessageData, self.data, what="data payload for event type 'message'")
+
+    def approval(self) -> ApprovalData:
+        return parse_model(ApprovalData, self.data, what="data payload for event type 'approval'")
 
     def function_call_output(self) -> FunctionCallOutputData:
         out = parse_model(

@@ -15,6 +15,7 @@ import os
 import socket
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 REGION = "us-east-1"
@@ -68,10 +69,20 @@ def start(
     moto_port: int | None = None,
     example_agent: bool = True,
     lambda_runtime: str = "process",
+    lambda_tools: list[str] | None = None,
 ) -> DevStack:
-    """Bring the stack up; ``lambda_runtime`` is ``process`` (worker processes, as Lambda) or ``thread``."""
+    """Bring the stack up; ``lambda_runtime`` is ``process`` (worker processes, as Lambda) or ``thread``.
+
+    ``lambda_tools`` are Python files whose ``(event, context)`` functions become local
+    Lambda functions (see :mod:`skyloop.local.lambda_tools`).
+    """
     moto_port = moto_port or free_port()
     configure_environment(moto_port)
+    tool_files = [str(Path(p).resolve()) for p in lambda_tools or []]
+    for path in tool_files:
+        if not Path(path).is_file():
+            raise SystemExit(f"--lambda-tools: no such file: {path}")
+    os.environ["SKYLOOP_LAMBDA_TOOLS"] = os.pathsep.join(tool_files)  # read again by every environment
 
     from moto import mock_aws
     from moto.server import ThreadedMotoServer
@@ -94,7 +105,14 @@ def start(
     server.start()
 
     deps.reset()
-    resources = bootstrap(deps.client, table_name=TABLE_NAME, environment={"SKYLOOP_TABLE_NAME": TABLE_NAME})
+    from skyloop.local import lambda_tools as local_tools
+
+    resources = bootstrap(
+        deps.client,
+        table_name=TABLE_NAME,
+        environment={"SKYLOOP_TABLE_NAME": TABLE_NAME},
+        lambda_tools=sorted(local_tools.all_tools()),
+    )
     os.environ["SKYLOOP_STATE_MACHINE_ARN"] = resources.state_machine_arn
     os.environ["SKYLOOP_BLOB_BUCKET"] = resources.blob_bucket
     deps.reset()
@@ -184,18 +202,27 @@ def _register_example(url: str, mock_app: Any) -> str:
 
 
 def serve(
-    host: str = "127.0.0.1", port: int = 8080, *, require_token: bool = False, lambda_runtime: str = "process"
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    *,
+    require_token: bool = False,
+    lambda_runtime: str = "process",
+    lambda_tools: list[str] | None = None,
 ) -> None:
     import uvicorn
 
     if require_token:
         os.environ["SKYLOOP_REQUIRE_TOKEN"] = "true"
-    stack = start(host, port, lambda_runtime=lambda_runtime)
+    stack = start(host, port, lambda_runtime=lambda_runtime, lambda_tools=lambda_tools)
     model = "OpenAI" if os.environ.get("OPENAI_API_KEY") else "the offline scripted model"
     print(f"skyloop dev: serving {stack.url}", flush=True)
     print(f"  runner id:      {stack.runner_id}", flush=True)
     print(f"  example agent:  {EXAMPLE_AGENT} ({stack.example_agent_id}), answering with {model}", flush=True)
     print(f"  moto endpoint:  {stack.moto_url}", flush=True)
+    from skyloop.local import lambda_tools as local_tools
+
+    for name in sorted(local_tools.all_tools()):
+        print(f"  lambda tool:    {name}  (declare it as {{type: lambda, function: {name}}})", flush=True)
     if require_token:
         from skyloop import auth, deps
 

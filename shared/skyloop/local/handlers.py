@@ -41,6 +41,15 @@ class LocalContext:
 
 def handler_for(function_name: str) -> Callable[[dict[str, Any], Any], Any]:
     """The handler callable of ``functions/<name>/`` (with or without the stack's name prefix)."""
+    if not function_name.startswith(FUNCTION_PREFIX) and function_name not in manifest.NAMES:
+        from skyloop.local import lambda_tools
+
+        tool = lambda_tools.handler(function_name)
+        if tool is None:
+            raise KeyError(
+                f"no local Lambda function '{function_name}' (is its file given to --lambda-tools?)"
+            )
+        return tool
     name = function_name.removeprefix(FUNCTION_PREFIX)
     with _load_lock:
         if name not in _handlers:

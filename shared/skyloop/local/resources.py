@@ -22,8 +22,10 @@ class LocalResources(BaseModel):
     function_arns: dict[str, str]
 
 
-def bootstrap(clients: Any, *, table_name: str, environment: dict[str, str]) -> LocalResources:
-    """``clients(service)`` returns a boto3 client bound to moto."""
+def bootstrap(
+    clients: Any, *, table_name: str, environment: dict[str, str], lambda_tools: list[str] | None = None
+) -> LocalResources:
+    """``clients(service)`` returns a boto3 client bound to moto; ``lambda_tools`` are the user's tool functions."""
     iam = clients("iam")
     role = iam.create_role(
         RoleName="skyloop-local",
@@ -58,6 +60,18 @@ def bootstrap(clients: Any, *, table_name: str, environment: dict[str, str]) -> 
             MemorySize=fn.memory_mb,
             Environment={"Variables": environment},
         )["FunctionArn"]
+    for name in lambda_tools or []:
+        if name in manifest.NAMES:
+            raise ValueError(f"a Lambda tool may not be named like a skyloop function: {name}")
+        lam.create_function(
+            FunctionName=name,
+            Runtime="python3.12",
+            Role=role,
+            Handler=f"{name}.handler",
+            Code={"ZipFile": _EMPTY_ZIP},
+            Timeout=900,  # the tool's own timeout_s is enforced by the state machine
+            MemorySize=256,
+        )
     machine = clients("stepfunctions").create_state_machine(
         name=STATE_MACHINE_NAME,
         definition=manifest.render_asl(arns),

@@ -57,7 +57,7 @@ class SessionChange:
     mark_input: bool = False  # this append's last seq becomes the newest user input
 
 
-NextStep = Literal["call_model", "await_client", "finish_turn", "stop"]
+NextStep = Literal["call_model", "await_client", "act", "finish_turn", "stop"]
 
 
 @dataclass(frozen=True)

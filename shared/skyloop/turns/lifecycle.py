@@ -19,10 +19,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from skyloop import events as ev
-from skyloop.errors import ConflictError, NotFoundError, RunnerUnavailableError
+from skyloop.errors import ConflictError, InvalidInputError, NotFoundError, RunnerUnavailableError
 from skyloop.ids import derived_id, new_id, new_response_id, new_turn_group_id
 from skyloop.models.session import Turn
-from skyloop.store import Append, ConditionFailedError, Guard, NewItem, SessionChange
+from skyloop.store import Append, ApprovalResolution, ConditionFailedError, Guard, NewItem, SessionChange
 from skyloop.turns.engine import StaleTokenError
 from skyloop.turns.state import TurnState
 
@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 
 ATTEMPTS = 5  # fresh reads before a racing API transition gives up with 409
 CANCELLED_OUTPUT = "[Cancelled — tool execution was interrupted.]"
+DENIED_OUTPUT = "[Denied — the user did not approve running this tool.]"
+APPROVAL_PREFIX = "approve_"  # an approval's elicitation id is this plus the call's id
 INTERRUPT_MARKER = (
     "[System: interrupted]\nThe user interrupted and abandoned their previous request. "
     "Do not continue it unless they ask again."
@@ -126,6 +128,7 @@ def start_or_join(
     the append is deduplicated on it, so a client that re-posts after a lost
     answer gets the first answer back and starts nothing twice.
     """
+    check_tool_names(store, agent, tools)
     if idempotency_key:
         item_id = derived_id("message", session_id, idempotency_key)
         group = f"turn_{derived_id('group', session_id, idempotency_key)}"
@@ -332,8 +335,22 @@ def park(store: Store, engine: TurnEngine, state: TurnState, task_token: str, *,
     calls = store.list_calls(state.session_id, state.response_id, iteration=iteration)
     batch = turn_append(state, f"{state.response_id}:{iteration}:await", after_seq=session.last_seq)
     for call in calls:
-        if call.output is None:  # answered already (e.g. an unknown tool's error output) are not shown
+        if call.output is not None:  # answered already (e.g. an unknown tool's error output) are not shown
+            continue
+        if call.kind == "client":
             batch.event(ev.RESPONSE_ITEM_DONE, call_event(call, "action_required", agent_name))
+        elif call.approval == "pending":
+            batch.event(
+                ev.ELICITATION_REQUEST,
+                ev.approval_request(
+                    elicitation_id=APPROVAL_PREFIX + call.call_id,
+                    call_id=call.call_id,
+                    name=call.name,
+                    arguments=call.arguments,
+                    response_id=call.response_id,
+                    session_id=call.session_id,
+                ),
+            )
     try:
         append_active(store, batch)
     except TurnInactiveError:
@@ -379,6 +396,8 @@ def answer(store: Store, engine: TurnEngine, session_id: str, call_id: str, outp
             call = store.get_call(session_id, response_id, call_id)
     if call is None:
         raise NotFoundError(f"No pending call '{call_id}' in this session")
+    if call.kind == "server":
+        raise ConflictError(f"call '{call_id}' runs on the server; its output is not the client's to give")
     if call.output is None and store.answer_call(call, output):
         resume(store, engine, session_id, call.response_id, call.iteration)
         return accepted
@@ -393,6 +412,68 @@ def answer(store: Store, engine: TurnEngine, session_id: str, call_id: str, outp
             f"call '{call_id}' was cancelled by an interrupt; its output is no longer accepted"
         )
     raise ConflictError(f"call '{call_id}' already has a different output")
+
+
+# ------------------------------------------------------------------------------ approvals
+def approve(
+    store: Store, engine: TurnEngine, session_id: str, elicitation_id: str, action: str
+) -> dict[str, Any]:
+    """The client's answer to a server tool awaiting approval: ``accept`` runs it, anything else denies it.
+
+    Once per call (a conditional write with the ``elicitation_resolved``
+    event); the same answer again is a no-op, a different one is 409. The
+    answer that completes the set wakes the parked turn.
+    """
+    approved = action == "accept"
+    call_id = elicitation_id.removeprefix(APPROVAL_PREFIX)
+    session = store.get_session(session_id)
+    call = None
+    if elicitation_id.startswith(APPROVAL_PREFIX) and session.active_response_id:
+        call = store.get_call(session_id, session.active_response_id, call_id)
+    if call is None or call.approval is None:
+        raise NotFoundError(f"No pending approval '{elicitation_id}' in this session")
+    accepted = {"queued": True, "item_id": elicitation_id}
+    if call.approval == "pending":
+        batch = Append(
+            session_id,
+            guard=Guard(active_turn=call.response_id),
+            approvals=[
+                ApprovalResolution(call, approved=approved, output=None if approved else DENIED_OUTPUT)
+            ],
+        )
+        batch.event(ev.ELICITATION_RESOLVED, ev.approval_resolved(elicitation_id, action, call.response_id))
+        try:
+            store.append(batch)
+        except ConditionFailedError:
+            call = store.get_call(session_id, call.response_id, call_id) or call
+        else:
+            resume(store, engine, session_id, call.response_id, call.iteration)
+            return accepted
+    if call.approval == ("approved" if approved else "denied") and not call.cancelled:
+        with contextlib.suppress(StaleTokenError):
+            resume(store, engine, session_id, call.response_id, call.iteration)
+        return accepted
+    if call.cancelled:
+        raise ConflictError(f"approval '{elicitation_id}' was cancelled by an interrupt")
+    raise ConflictError(f"approval '{elicitation_id}' was already answered differently")
+
+
+def check_tool_names(store: Store, agent: Agent, tools: list[ClientTool] | None) -> None:
+    """A message's tools may not take the name of one of the agent's server tools (400 before anything is written)."""
+    if not tools or not isinstance(agent.spec.tools, dict):
+        return
+    from skyloop.tools.declared import declared_tools
+
+    declared = declared_tools(agent.spec.tools)
+    taken = set(declared.lambdas)
+    for server_name, server in declared.mcp.items():
+        listing = store.get_tool_listing(agent.id, server_name)
+        taken |= {str(t.get("name")) for t in listing} if listing is not None else set(server.tools or [])
+    clash = sorted(taken & {t.name for t in tools})
+    if clash:
+        raise InvalidInputError(
+            f"tools named {', '.join(clash)} are the agent's server tools; rename the client tools"
+        )
 
 
 # -------------------------------------------------------------------------------- cancel

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from skyloop import events as ev
 from skyloop.errors import ModelCallError
-from skyloop.harnesses.base import Usage
+from skyloop.harnesses.base import FunctionCall, Usage
 from skyloop.ids import derived_id
 from skyloop.models.session import PendingCall
 from skyloop.store import NewItem, TurnDecision
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from skyloop.models.session import Turn
     from skyloop.store import Store
     from skyloop.store.records import NextStep
+    from skyloop.tools.catalog import Catalog
     from skyloop.turns.state import TurnState
 
 DELTA_FLUSH_S = 0.1  # at most ~10 delta appends a second per turn: live enough, and bounds write cost
@@ -49,8 +50,13 @@ def run(
     *,
     timeout_s: float,
     report_usage: UsageReport = None,
+    catalog: Catalog | None = None,
 ) -> TurnState:
-    """The CallModel step for an active turn (the caller checked it is active)."""
+    """The CallModel step for an active turn (the caller checked it is active).
+
+    The model is offered the message's client tools and the agent's server
+    tools (``catalog``); what it calls decides where the turn goes next.
+    """
     i = state.iteration
     result_key = f"{state.response_id}:{i}:result"
     if store.dedupe_exists(state.session_id, result_key):
@@ -67,7 +73,8 @@ def run(
 
     deltas = DeltaWriter(store, state, attempt)
     try:
-        result = model_caller(agent.spec, items, turn.tools, deltas.add, timeout_s=timeout_s)
+        offered = turn.tools + (catalog.definitions() if catalog else [])
+        result = model_caller(agent.spec, items, offered, deltas.add, timeout_s=timeout_s)
     except ModelCallError as exc:
         deltas.flush()
         raise TurnError(exc.error_code, exc.message) from exc
@@ -100,35 +107,12 @@ def run(
                 anchor_seq=cutoff,
             )
         )
-    client_names = {t.name for t in turn.tools}
-    calls = [
-        PendingCall(
-            session_id=state.session_id,
-            response_id=state.response_id,
-            call_id=call.call_id,
-            iteration=i,
-            index=n,
-            name=call.name,
-            arguments=call.arguments,
-            item_id=derived_id(state.response_id, i, "call", n),
-            anchor_seq=cutoff,
-            output=None
-            if call.name in client_names
-            else f"Error: tool '{call.name}' is not available in this session",
-            answered_at=None if call.name in client_names else int(time.time()),
-        )
-        for n, call in enumerate(result.calls)
-    ]
-    unanswered = sum(1 for c in calls if c.output is None)
-    nxt: NextStep
-    if not calls:
-        nxt, iteration = "finish_turn", i
-    else:
-        if i + 1 >= state.max_iterations:
-            raise TurnError(
-                "max_iterations", f"the turn reached its limit of {state.max_iterations} model calls"
-            )
-        nxt, iteration = ("await_client" if unanswered else "call_model"), i + 1
+    calls = pending_calls(state, result.calls, turn, catalog, anchor_seq=cutoff)
+    unanswered = sum(1 for c in calls if c.output is None and (c.kind == "client" or c.approval == "pending"))
+    nxt, route = next_step(calls)
+    iteration = i if nxt == "finish_turn" else i + 1
+    if calls and iteration >= state.max_iterations:
+        raise TurnError("max_iterations", f"the turn reached its limit of {state.max_iterations} model calls")
     batch.new_calls = calls
     tokens = Usage.of(result.usage)
     batch.decision = TurnDecision(
@@ -143,7 +127,60 @@ def run(
     lifecycle.append_active(store, batch)
     if report_usage is not None:
         report_usage(agent.name, tokens)
-    return state.model_copy(update={"next": nxt, "iteration": iteration, "consumed_seq": consumed})
+    return state.model_copy(update={"next": nxt, "iteration": iteration, "consumed_seq": consumed, **route})
+
+
+def pending_calls(
+    state: TurnState, calls: list[FunctionCall], turn: Turn, catalog: Catalog | None, *, anchor_seq: int
+) -> list[PendingCall]:
+    """The response's calls as the turn records them: who runs each, and what it waits for.
+
+    The message's client tools win a name clash (the API refuses one up front
+    anyway); a tool nobody offers is answered at once with an error the model reads.
+    """
+    client_names = {t.name for t in turn.tools}
+    out = []
+    for n, call in enumerate(calls):
+        server = catalog.get(call.name) if catalog and call.name not in client_names else None
+        offered = call.name in client_names or server is not None
+        out.append(
+            PendingCall(
+                session_id=state.session_id,
+                response_id=state.response_id,
+                call_id=call.call_id,
+                iteration=state.iteration,
+                index=n,
+                name=call.name,
+                arguments=call.arguments,
+                item_id=derived_id(state.response_id, state.iteration, "call", n),
+                anchor_seq=anchor_seq,
+                kind="server" if server is not None else "client",
+                approval="pending" if server is not None and server.approval == "required" else None,
+                output=None if offered else f"Error: tool '{call.name}' is not available in this session",
+                answered_at=None if offered else int(time.time()),
+            )
+        )
+    return out
+
+
+def next_step(calls: list[PendingCall]) -> tuple[NextStep, dict[str, Any]]:
+    """Where the turn goes after a model call, and what the ``Act`` state needs to know.
+
+    * no calls: ``finish_turn``;
+    * server calls to run or approvals to wait for: ``act`` (server tools run
+      while client calls and approvals park);
+    * only client calls still open: ``await_client``;
+    * every call answered already (unknown tools): ``call_model`` again.
+    """
+    run_calls = [c.call_id for c in calls if c.kind == "server" and c.approval is None and c.output is None]
+    approval_calls = [c.call_id for c in calls if c.approval == "pending"]
+    waits = any(c.output is None and (c.kind == "client" or c.approval == "pending") for c in calls)
+    route = {"run_calls": run_calls, "approval_calls": approval_calls, "await_calls": waits}
+    if not calls:
+        return "finish_turn", route
+    if run_calls or approval_calls:
+        return "act", route
+    return ("await_client" if waits else "call_model"), route
 
 
 def recorded_decision(store: Store, state: TurnState) -> TurnState:
@@ -152,8 +189,11 @@ def recorded_decision(store: Store, state: TurnState) -> TurnState:
     if decision is None or decision.iteration != state.iteration:
         raise TurnError("internal_error", f"no recorded result for iteration {state.iteration}")
     iteration = state.iteration if decision.next == "finish_turn" else state.iteration + 1
+    # Nothing has run yet when a model step is rerun (the turn moves on only once it returned),
+    # so the calls as they are now route the same way they did.
+    _, route = next_step(store.list_calls(state.session_id, state.response_id, iteration=state.iteration))
     return state.model_copy(
-        update={"next": decision.next, "iteration": iteration, "consumed_seq": decision.consumed_seq}
+        update={"next": decision.next, "iteration": iteration, "consumed_seq": decision.consumed_seq, **route}
     )
 
 

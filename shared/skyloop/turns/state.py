@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,6 +26,10 @@ class TurnState(BaseModel):
     client_tool_timeout_s: int = 3600
     max_iterations: int = 50
     error: dict[str, Any] | None = None  # set by the state machine's Catch
+    # what the ``Act`` state does with the last model call's calls (see model_step.next_step)
+    run_calls: list[str] = Field(default_factory=list)  # server calls to run now
+    approval_calls: list[str] = Field(default_factory=list)  # server calls that run once approved
+    await_calls: bool = False  # client calls or approvals to park on
 
 
 class TurnError(Exception):
@@ -42,6 +46,15 @@ class StepInput(BaseModel):
 
     state: TurnState
     task_token: str = Field(min_length=1)
+
+
+class ToolStepInput(BaseModel):
+    """The payload of a ``RunTools`` step: the turn, the call, and (to record) how its invocation went."""
+
+    action: Literal["prepare", "record"]
+    state: TurnState
+    call_id: str = Field(min_length=1)
+    outcome: dict[str, Any] | None = None  # {"payload": ...} or the Catch's {"Error", "Cause"}
 
 
 def error_from_catch(error: dict[str, Any] | None) -> tuple[str, str]:

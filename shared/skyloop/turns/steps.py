@@ -27,7 +27,7 @@ from skyloop import events as ev
 from skyloop.errors import NotFoundError
 from skyloop.turns import lifecycle, model_step
 from skyloop.turns.lifecycle import TurnInactiveError
-from skyloop.turns.state import error_from_catch
+from skyloop.turns.state import TurnError, error_from_catch
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from skyloop.models.session import Turn
     from skyloop.secrets import SecretStore
     from skyloop.store import Store
+    from skyloop.tools.catalog import Catalog
     from skyloop.turns.engine import TurnEngine
     from skyloop.turns.state import TurnState
 
@@ -116,7 +117,24 @@ def call_model(
     turn = store.get_turn(state.session_id, state.response_id)
     agent = with_api_key(agent_of(store, turn), secrets)
     caller = model_caller or model_step.default_caller(agent.spec.executor.harness)
-    return model_step.run(store, state, turn, agent, caller, timeout_s=timeout_s, report_usage=report_usage)
+    catalog = server_tools(store, agent, secrets)
+    return model_step.run(
+        store, state, turn, agent, caller, timeout_s=timeout_s, report_usage=report_usage, catalog=catalog
+    )
+
+
+def server_tools(store: Store, agent: Agent, secrets: SecretStore | None) -> Catalog | None:
+    """The agent's server tools (None when it declares none: no import, no listing)."""
+    from skyloop.tools.declared import declared_tools
+
+    if declared_tools(agent.spec.tools).empty:
+        return None
+    from skyloop.tools.catalog import ToolSetupError, catalog_for
+
+    try:
+        return catalog_for(agent, store, secrets)
+    except ToolSetupError as exc:
+        raise TurnError(exc.code, exc.message) from exc
 
 
 def with_api_key(agent: Agent, secrets: SecretStore | None) -> Agent:

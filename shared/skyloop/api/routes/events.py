@@ -1,4 +1,4 @@
-"""``POST /v1/sessions/{id}/events``: a message (starts or joins a turn), a tool output, an interrupt."""
+"""``POST /v1/sessions/{id}/events``: a message (starts or joins a turn), a tool output, an approval, an interrupt."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ router = Router()
     router,
     "POST",
     "/v1/sessions/<session_id>/events",
-    summary="Post a message, a function_call_output or an interrupt",
+    summary="Post a message, a function_call_output, an approval or an interrupt",
     status=202,
     body=SessionEventRequest,
 )
@@ -56,4 +56,9 @@ def post_event(session_id: str) -> Response:
     if event.type == "function_call_output":
         out = event.function_call_output()
         return json_response(202, lifecycle.answer(store, engine, session_id, out.call_id, out.output))
+    if event.type == "approval":
+        answer = event.approval()
+        return json_response(
+            202, lifecycle.approve(store, engine, session_id, answer.elicitation_id, answer.action)
+        )
     return json_response(202, lifecycle.cancel(store, engine, session_id))
