@@ -3,7 +3,7 @@
 Examples:
     skyloop dev --port 8080          # the local stack on moto, with the example agent ``coder``
     skyloop mock-llm --port 8089     # the scripted OpenAI-compatible model
-    skyloop token create --table <TableName> --name laptop   # prints a bearer token once
+    skyloop token create --table <TableName> --name laptop --principal alice   # prints a token once
     skyloop token revoke --table <TableName> <token id>
     skyloop chat --agent coder       # chat in the terminal; client-side tools run here
     skyloop sessions ls|show|rm      # add --json for the server's JSON
@@ -52,6 +52,17 @@ def _parser() -> argparse.ArgumentParser:
     token.add_argument("action", choices=["create", "list", "revoke"])
     token.add_argument("value", nargs="?", help="revoke: the token or its id")
     token.add_argument("--name", default="default", help="create: a label for the token")
+    token.add_argument(
+        "--principal",
+        default="local",
+        help="create: whose token it is (each principal sees only its own agents and sessions)",
+    )
+    token.add_argument(
+        "--scope",
+        action="append",
+        choices=["read", "write", "admin"],
+        help="create: read, write (default: both) or admin (sees every principal's); repeatable",
+    )
     token.add_argument("--table", default=os.environ.get("SKYLOOP_TABLE_NAME", "skyloop"))
     token.add_argument(
         "--endpoint-url", default=None, help="DynamoDB endpoint (the local stack's moto endpoint)"
@@ -127,12 +138,20 @@ def _token_command(args: argparse.Namespace) -> int:
     store = DynamoStore(args.table, client)
     try:
         if args.action == "create":
-            value, record = auth.create_token(store, args.name)
-            print(f"token id {record.id} ({record.name}); keep this token, it is not shown again:")
+            value, record = auth.create_token(
+                store, args.name, owner=args.principal, scopes=args.scope or ("read", "write")
+            )
+            print(
+                f"token id {record.id} ({record.name}) for principal '{record.owner}' "
+                f"[{' '.join(record.scopes)}]; keep this token, it is not shown again:"
+            )
             print(value)
         elif args.action == "list":
             for record in auth.list_tokens(store):
-                print(f"{record.id}  {record.name}  created {record.created_at}")
+                print(
+                    f"{record.id}  {record.name}  principal {record.owner}  "
+                    f"[{' '.join(record.scopes)}]  created {record.created_at}"
+                )
         else:
             if not args.value:
                 print("skyloop token revoke: give the token or its id", file=sys.stderr)

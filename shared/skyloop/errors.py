@@ -19,6 +19,7 @@ class SkyloopError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+        self.headers: dict[str, str] = {}  # extra response headers (e.g. Retry-After)
 
     def to_body(self) -> dict[str, dict[str, str]]:
         return {"error": {"code": self.code, "message": self.message}}
@@ -64,6 +65,17 @@ class PayloadTooLargeError(SkyloopError):
 
     code = "payload_too_large"
     status = 413
+
+
+class QuotaExceededError(SkyloopError):
+    """The caller's principal is over one of its quotas; nothing was written. Retry after the header's seconds."""
+
+    code = "quota_exceeded"
+    status = 429
+
+    def __init__(self, message: str, *, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.headers["Retry-After"] = str(max(1, retry_after_s))
 
 
 class UnsupportedMediaTypeError(SkyloopError):

@@ -7,6 +7,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
+from skyloop import principals
 from skyloop.errors import InvalidInputError, NotFoundError
 from skyloop.ids import is_hex32, new_id
 from skyloop.models.agent import Agent, AgentSpec
@@ -16,6 +17,7 @@ from skyloop.secrets import api_key_secret_name
 if TYPE_CHECKING:
     from skyloop.secrets import SecretStore
     from skyloop.store import Store
+    from skyloop.tools.declared import DeclaredTools
 
 SNAPSHOT_ITEMS = 100
 # A synchronous Lambda response is at most 6 MB: pages and snapshots stop adding items at this many
@@ -80,7 +82,8 @@ def register_agent(
     """
     from skyloop.tools.declared import declared_tools
 
-    declared_tools(spec.tools)  # a bad server tool is a 400 now, not a failed turn later
+    declared = declared_tools(spec.tools)  # a bad server tool is a 400 now, not a failed turn later
+    check_outbound(spec, declared)
     agent_id = new_id()
     secret_name = None
     auth = spec.executor.auth
@@ -98,22 +101,50 @@ def register_agent(
             }
         )
     agent = Agent(
-        id=agent_id, name=spec.name, created_at=int(time.time()), spec=spec, api_key_secret=secret_name
+        id=agent_id,
+        name=spec.name,
+        created_at=int(time.time()),
+        spec=spec,
+        api_key_secret=secret_name,
+        owner=principals.current().name,
     )
     store.put_agent(agent)
     return agent
 
 
+def check_outbound(spec: AgentSpec, declared: DeclaredTools) -> None:
+    """The model endpoint and MCP servers the agent names must be callable from the stack."""
+    from skyloop.outbound import check_url
+    from skyloop.settings import get_settings
+
+    settings = get_settings()
+    auth = spec.executor.auth
+    if auth is not None and auth.base_url:
+        check_url(auth.base_url, settings, what="executor.auth.base_url")
+    for name, server in declared.mcp.items():
+        check_url(server.url, settings, what=f"tools.{name}.url")
+
+
 def get_agent(store: Store, agent_id: str) -> Agent:
+    """The agent, if the caller's principal may see it; another principal's is "not found" too."""
+    missing = NotFoundError(f"Agent not found: '{agent_id}'")
     if not is_hex32(agent_id):
-        raise NotFoundError(f"Agent not found: '{agent_id}'")
-    return store.get_agent(agent_id)
+        raise missing
+    agent = store.get_agent(agent_id)
+    if not principals.current().owns(agent.owner):
+        raise missing
+    return agent
 
 
 def get_session(store: Store, session_id: str) -> Session:
+    """The session, if the caller's principal may see it; another principal's is "not found" too."""
+    missing = NotFoundError(f"Session not found: '{session_id}'")
     if not is_hex32(session_id):
-        raise NotFoundError(f"Session not found: '{session_id}'")
-    return store.get_session(session_id)
+        raise missing
+    session = store.get_session(session_id)
+    if not principals.current().owns(session.owner):
+        raise missing
+    return session
 
 
 def create_session(
@@ -134,6 +165,7 @@ def create_session(
         title=title,
         labels=labels or {},
         runner_id=runners.default_runner_id,
+        owner=principals.current().name,
     )
     store.create_session(session)
     return session

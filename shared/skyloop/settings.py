@@ -23,6 +23,20 @@ class Settings(BaseModel):
     model_timeout_s: float = Field(default=600.0, gt=0, alias="SKYLOOP_MODEL_TIMEOUT_S")
     blob_bucket: str | None = Field(default=None, alias="SKYLOOP_BLOB_BUCKET")
     secrets_prefix: str = Field(default="skyloop/agents", min_length=1, alias="SKYLOOP_SECRETS_PREFIX")
+    # OIDC sign-in (skyloop.oidc): JWTs from this issuer for this audience are accepted as bearer tokens.
+    jwt_issuer: str | None = Field(default=None, alias="SKYLOOP_JWT_ISSUER")
+    jwt_audience: str | None = Field(default=None, alias="SKYLOOP_JWT_AUDIENCE")
+    jwt_jwks_url: str | None = Field(default=None, alias="SKYLOOP_JWT_JWKS_URL")
+    jwt_principal_claim: str = Field(default="sub", min_length=1, alias="SKYLOOP_JWT_PRINCIPAL_CLAIM")
+    jwt_leeway_s: int = Field(default=60, ge=0, le=300, alias="SKYLOOP_JWT_LEEWAY_S")
+    # Quotas per principal (skyloop.quotas); unset means unlimited.
+    quota_running_turns: int | None = Field(default=None, ge=1, alias="SKYLOOP_QUOTA_RUNNING_TURNS")
+    quota_turns_per_minute: int | None = Field(default=None, ge=1, alias="SKYLOOP_QUOTA_TURNS_PER_MINUTE")
+    quota_sessions: int | None = Field(default=None, ge=1, alias="SKYLOOP_QUOTA_SESSIONS")
+    # Outbound URLs (model base_url, MCP servers; skyloop.outbound): hosts or CIDRs allowed even when
+    # private, comma-separated; the local stack sets allow_loopback.
+    outbound_allow: str = Field(default="", alias="SKYLOOP_OUTBOUND_ALLOW")
+    outbound_allow_loopback: bool = Field(default=False, alias="SKYLOOP_OUTBOUND_ALLOW_LOOPBACK")
 
     @classmethod
     def from_env(cls) -> Settings:

@@ -34,26 +34,26 @@ def test_created_token_is_accepted_and_only_its_hash_is_stored(store: MemoryStor
     assert record.name == "laptop"
     assert record.id == stored[0].token_hash[:12]
     # And the check accepts it
-    auth.check_authorization(store, f"Bearer {token}")
+    auth.authenticate(store, f"Bearer {token}")
 
 
 @pytest.mark.parametrize("header", [None, "", "Bearer", "Basic x", "Bearer sky_not-a-real-token"])
 def test_missing_or_unknown_tokens_are_refused(store: MemoryStore, header: str | None) -> None:
     with pytest.raises(UnauthorizedError):
-        auth.check_authorization(store, header)
+        auth.authenticate(store, header)
 
 
 def test_revoked_token_is_refused(store: MemoryStore) -> None:
     # Given two tokens, one revoked by id and one by value
     first, rec1 = auth.create_token(store, "a")
     second, _ = auth.create_token(store, "b")
-    auth.check_authorization(store, f"Bearer {first}")
+    auth.authenticate(store, f"Bearer {first}")
     assert auth.revoke_token(store, rec1.id).name == "a"
     assert auth.revoke_token(store, second).name == "b"
     # Then neither is accepted (the warm cache is dropped on revoke), and the listing is empty
     for token in (first, second):
         with pytest.raises(UnauthorizedError):
-            auth.check_authorization(store, f"Bearer {token}")
+            auth.authenticate(store, f"Bearer {token}")
     assert auth.list_tokens(store) == []
     with pytest.raises(NotFoundError):
         auth.revoke_token(store, rec1.id)
@@ -61,9 +61,9 @@ def test_revoked_token_is_refused(store: MemoryStore) -> None:
 
 def test_an_accepted_token_is_cached_for_a_while(store: MemoryStore) -> None:
     token, _ = auth.create_token(store, "c")
-    auth.check_authorization(store, f"Bearer {token}")
+    auth.authenticate(store, f"Bearer {token}")
     store.delete_token(auth.hash_token(token))  # revoked behind the cache's back
-    auth.check_authorization(store, f"Bearer {token}")  # still accepted from the cache
+    auth.authenticate(store, f"Bearer {token}")  # still accepted from the cache
     auth._cache.clear()
     with pytest.raises(UnauthorizedError):
-        auth.check_authorization(store, f"Bearer {token}")
+        auth.authenticate(store, f"Bearer {token}")

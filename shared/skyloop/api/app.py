@@ -14,7 +14,8 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
-from skyloop import deps
+from skyloop import deps, principals
+from skyloop.api import audit
 from skyloop.api.routes import ROUTERS
 from skyloop.api.routes._common import json_response
 from skyloop.errors import InternalError, SkyloopError
@@ -25,13 +26,14 @@ for _router in ROUTERS:
     app.include_router(_router)
 
 OPEN_PATHS = frozenset({"/health"})
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 @app.exception_handler(SkyloopError)
 def _skyloop_error(exc: SkyloopError) -> Response:
     if exc.status >= 500:
         logger.warning("request failed", extra={"code": exc.code, "error": exc.message})
-    return json_response(exc.status, exc.to_body())
+    return json_response(exc.status, exc.to_body(), headers=exc.headers or None)
 
 
 @app.exception_handler(Exception)
@@ -45,18 +47,26 @@ def _not_found(_: Exception) -> Response:
     return json_response(404, {"error": {"code": "not_found", "message": "Not found"}})
 
 
-def _require_token(app: APIGatewayHttpResolver, next_middleware: Any) -> Response:
-    """Every route but /health needs a bearer token when the deployment requires one."""
+def _as_principal(app: APIGatewayHttpResolver, next_middleware: Any) -> Response:
+    """Run the request as its token's principal (401 without one, 403 for a read-only write)."""
     settings = deps.get_settings()
-    if settings.require_token and app.current_event.path not in OPEN_PATHS:
-        from skyloop.auth import check_authorization
+    event = app.current_event
+    if not settings.require_token or event.path in OPEN_PATHS:
+        with principals.acting_as(principals.OPEN):
+            return audit.logged(event, principals.OPEN, next_middleware, app)
+    from skyloop.auth import authenticate
 
-        headers = {k.lower(): v for k, v in (app.current_event.headers or {}).items()}
-        try:
-            check_authorization(deps.store(), headers.get("authorization"))
-        except SkyloopError as exc:
-            return json_response(exc.status, exc.to_body(), headers={"WWW-Authenticate": "Bearer"})
-    return next_middleware(app)
+    headers = {k.lower(): v for k, v in (event.headers or {}).items()}
+    try:
+        principal = authenticate(deps.store(), headers.get("authorization"), settings)
+        if event.http_method not in READ_METHODS:
+            principal.require_write()
+    except SkyloopError as exc:
+        audit.refused(event, exc)
+        extra = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
+        return json_response(exc.status, exc.to_body(), headers=extra or None)
+    with principals.acting_as(principal):
+        return audit.logged(event, principal, next_middleware, app)
 
 
 def _correlation_header(app: APIGatewayHttpResolver, next_middleware: Any) -> Response:
@@ -67,7 +77,7 @@ def _correlation_header(app: APIGatewayHttpResolver, next_middleware: Any) -> Re
     return response
 
 
-app.use(middlewares=[_correlation_header, _require_token])
+app.use(middlewares=[_correlation_header, _as_principal])
 
 
 def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -142,12 +142,14 @@ class ListQuery(BaseModel):
 
 class AgentListQuery(ListQuery):
     name: str | None = Field(default=None, max_length=128)
+    owner: str | None = Field(default=None, max_length=256, description="an admin token may list another's")
 
 
 class SessionListQuery(ListQuery):
     agent_name: str | None = Field(default=None, max_length=128)
     agent_id: str | None = Field(default=None, max_length=64)
     include_archived: bool = False
+    owner: str | None = Field(default=None, max_length=256, description="an admin token may list another's")
 
 
 class ItemListQuery(ListQuery):

@@ -60,6 +60,8 @@ def configure_environment(moto_port: int) -> None:
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
+    # the scripted model, mock servers and a user's local MCP servers live on 127.0.0.1 (skyloop.outbound)
+    os.environ.setdefault("SKYLOOP_OUTBOUND_ALLOW_LOOPBACK", "true")
 
 
 def start(

@@ -15,6 +15,7 @@ Key design (one table, ``pk``/``sk`` strings, two sparse GSIs)::
     pending call        SESSION#<id>        CALL#<response id>#<call id>
     MCP tool listing    AGENT#<id>          TOOLS#<server name>
     bearer token        TOKEN#<sha256>      TOKEN                               by_owner:      token#<owner> / <ts>#<id>
+    quota window        QUOTA#<owner>       WINDOW#<minute>                     (TTL expires_at)
 
 Indexes are named after what they index: ``by_owner`` lists a principal's
 agents, sessions or tokens newest last; ``by_agent_name`` lists the versions of
@@ -101,6 +102,11 @@ def call_key(session_id: str, response_id: str, call_id: str) -> dict[str, str]:
 
 def calls_prefix(response_id: str) -> str:
     return f"CALL#{response_id}#"
+
+
+def quota_key(owner: str, window: str) -> dict[str, str]:
+    """One principal's counter for one quota window (turns started in one minute)."""
+    return {PK: f"QUOTA#{owner}", SK: f"WINDOW#{window}"}
 
 
 def token_key(token_hash: str) -> dict[str, str]:

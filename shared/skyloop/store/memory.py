@@ -47,6 +47,7 @@ class MemoryStore:
         self._agents: dict[str, tuple[Agent, tuple[int, str]]] = {}
         self._sessions: dict[str, _SessionData] = {}
         self._tokens: dict[str, TokenRecord] = {}
+        self._quota: dict[tuple[str, str], int] = {}
         self._tool_listings: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._clock = itertools.count()
         self.appends = 0  # how many appends landed (tests read it)
@@ -458,6 +459,22 @@ class MemoryStore:
             return True
 
     # ------------------------------------------------------------------ tokens
+    def count_sessions(self, owner: str, *, running_only: bool = False) -> int:
+        with self._lock:
+            return sum(
+                1
+                for d in self._sessions.values()
+                if d.session.owner == owner and (not running_only or d.session.status == "running")
+            )
+
+    def take_quota_slot(self, owner: str, window: str, limit: int, expires_at: int) -> bool:  # noqa: ARG002
+        with self._lock:
+            used = self._quota.get((owner, window), 0)
+            if used >= limit:
+                return False
+            self._quota[(owner, window)] = used + 1
+            return True
+
     def put_token(self, token: TokenRecord) -> None:
         with self._lock:
             if token.token_hash in self._tokens:

@@ -126,6 +126,7 @@ class TokenRecord:
     name: str
     created_at: int
     owner: str
+    scopes: tuple[str, ...] = ("read", "write")  # skyloop.principals.SCOPES
 
 
 class ConditionFailedError(ConflictError):

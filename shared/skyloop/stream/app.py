@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 from skyloop import events as ev
+from skyloop import principals
 from skyloop.errors import InvalidInputError, NotFoundError, SkyloopError
 from skyloop.ids import is_hex32
 from skyloop.stream import feed
@@ -102,19 +103,22 @@ async def stream_session(request: Request) -> Any:
     session_id = request.path_params["session_id"]
     try:
         settings = get_settings()
+        principal = principals.OPEN
         if settings.require_token:
-            from skyloop.auth import check_authorization
+            from skyloop.auth import authenticate
 
             # Behind CloudFront, Origin Access Control signs the request in ``Authorization``; the
             # edge function moves the client's bearer token to this header first (only CloudFront
             # can reach the function URL, so the header cannot be forged past it).
             header = request.headers.get("x-skyloop-authorization") or request.headers.get("authorization")
-            await anyio.to_thread.run_sync(check_authorization, deps.store(), header)
+            principal = await anyio.to_thread.run_sync(authenticate, deps.store(), header, settings)
         cursor = parse_cursor(request.headers.get("last-event-id"), request.query_params.get("after"))
         if not is_hex32(session_id):
             raise NotFoundError(f"Session not found: '{session_id}'")
         store = deps.store()
         session = await anyio.to_thread.run_sync(store.get_session, session_id)
+        if not principal.owns(session.owner):  # another principal's session is "not found" too
+            raise NotFoundError(f"Session not found: '{session_id}'")
     except SkyloopError as exc:
         return JSONResponse(exc.to_body(), status_code=exc.status)
     start = session.last_seq if cursor is None else cursor

@@ -49,6 +49,14 @@ def call_tool(server: McpServer, headers: dict[str, str], name: str, arguments: 
 
 
 def _run(server: McpServer, headers: dict[str, str], work: Any) -> Any:
+    from skyloop.outbound import OutboundUrlError, check_url
+    from skyloop.settings import get_settings
+
+    try:  # again at call time: the name may point elsewhere since the agent was registered
+        check_url(server.url, get_settings(), what="MCP server")
+    except OutboundUrlError as exc:
+        raise McpError(exc.message) from None
+
     async def session() -> Any:
         import httpx2
         from mcp import Client

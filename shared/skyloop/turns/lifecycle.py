@@ -134,6 +134,7 @@ def start_or_join(
         group = f"turn_{derived_id('group', session_id, idempotency_key)}"
     else:
         item_id, group = new_id(), new_turn_group_id()
+    counted = False  # the quota is taken once, however many times the append is retried
     for _ in range(ATTEMPTS):
         session = store.get_session(session_id)
         batch = Append(
@@ -141,6 +142,14 @@ def start_or_join(
             after_seq=session.last_seq,
             dedupe_key=f"message:{idempotency_key}" if idempotency_key else None,
         )
+        if session.status != "running" and not counted:
+            replay = idempotency_key is not None and store.dedupe_exists(session_id, batch.dedupe_key or "")
+            if not replay:
+                from skyloop import quotas
+                from skyloop.settings import get_settings
+
+                quotas.before_turn(store, get_settings(), session.owner)
+            counted = True
         response_id: str | None
         if session.status == "running":
             idx = batch.event(ev.SESSION_INPUT_CONSUMED, ev.input_consumed(item_id, message))

@@ -24,7 +24,7 @@ from skyloop.turns.state import TurnError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from skyloop.models.agent import Agent
+    from skyloop.models.agent import Agent, AgentSpec
     from skyloop.models.session import Turn
     from skyloop.store import Store
     from skyloop.store.records import NextStep
@@ -71,6 +71,7 @@ def run(
     consumed = max(state.consumed_seq, session.input_seq)
     attempt = claim_attempt(store, state)
 
+    _check_endpoint(agent.spec)
     deltas = DeltaWriter(store, state, attempt)
     try:
         offered = turn.tools + (catalog.definitions() if catalog else [])
@@ -128,6 +129,20 @@ def run(
     if report_usage is not None:
         report_usage(agent.name, tokens)
     return state.model_copy(update={"next": nxt, "iteration": iteration, "consumed_seq": consumed, **route})
+
+
+def _check_endpoint(spec: AgentSpec) -> None:
+    """The model endpoint must still be callable (its name may point elsewhere since registration)."""
+    auth = spec.executor.auth
+    if auth is None or not auth.base_url:
+        return
+    from skyloop.outbound import OutboundUrlError, check_url
+    from skyloop.settings import get_settings
+
+    try:
+        check_url(auth.base_url, get_settings(), what="executor.auth.base_url")
+    except OutboundUrlError as exc:
+        raise TurnError(exc.code, exc.message) from None
 
 
 def pending_calls(

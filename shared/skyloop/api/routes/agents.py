@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
-from skyloop import deps, sessions
+from skyloop import deps, principals, sessions
 from skyloop.api import openapi
 from skyloop.api.body import query
 from skyloop.api.requests import AgentListQuery, AgentSpecBody
@@ -44,10 +44,13 @@ def create_agent() -> Response:
 )
 def list_agents() -> Response:
     q = query(current_event(router), AgentListQuery)
+    owner = principals.list_owner(q.owner)
     if q.name is not None:  # the newest version of one name
-        agent = deps.store().find_agent_by_name(q.name)
+        agent = deps.store().find_agent_by_name(q.name, owner=owner)
         return json_response(200, page([agent.to_api()] if agent else [], False))
-    found, has_more = deps.store().list_agents(limit=q.limit, descending=q.order == "desc", after=q.after)
+    found, has_more = deps.store().list_agents(
+        owner=owner, limit=q.limit, descending=q.order == "desc", after=q.after
+    )
     return json_response(200, page([a.to_api() for a in found], has_more))
 
 

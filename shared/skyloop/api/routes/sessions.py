@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
-from skyloop import bundles, deps, sessions
+from skyloop import bundles, deps, principals, quotas, sessions
 from skyloop.api import openapi
 from skyloop.api.body import query
 from skyloop.api.requests import CreateSessionRequest, ItemListQuery, SessionListQuery, UpdateSessionRequest
@@ -32,6 +32,7 @@ router = Router()
 def create_session() -> Response:
     req = request(router)
     store = deps.store()
+    quotas.before_session(store, deps.get_settings(), principals.current().name)
     if req.is_multipart():
         spec, fields = req.agent_upload()
         if "metadata" not in fields:
@@ -58,6 +59,7 @@ def create_session() -> Response:
 def list_sessions() -> Response:
     q = query(current_event(router), SessionListQuery)
     found, has_more = deps.store().list_sessions(
+        owner=principals.list_owner(q.owner),
         agent_name=q.agent_name,
         agent_id=q.agent_id,
         archived=None if q.include_archived else False,

@@ -3,12 +3,15 @@
 from skyloop.store.dynamodb.agents import AgentRecords
 from skyloop.store.dynamodb.events import EventLog
 from skyloop.store.dynamodb.maintenance import Maintenance
+from skyloop.store.dynamodb.quotas import QuotaRecords
 from skyloop.store.dynamodb.sessions import SessionRecords
 from skyloop.store.dynamodb.tokens import TokenRecords
 from skyloop.store.dynamodb.turns import TurnRecords
 
 
-class DynamoStore(AgentRecords, SessionRecords, EventLog, TurnRecords, TokenRecords, Maintenance):
+class DynamoStore(
+    AgentRecords, SessionRecords, EventLog, TurnRecords, TokenRecords, QuotaRecords, Maintenance
+):
     """The single table behind :class:`skyloop.store.Store`.
 
     Args:

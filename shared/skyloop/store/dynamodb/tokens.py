@@ -16,6 +16,8 @@ def _token_from(attrs: dict[str, Any]) -> TokenRecord:
         name=attrs["name"],
         created_at=int(attrs["created_at"]),
         owner=attrs.get("owner") or keys.DEFAULT_OWNER,
+        # tokens minted before scopes existed could do everything but admin
+        scopes=tuple(attrs.get("scopes") or ("read", "write")),
     )
 
 
@@ -28,6 +30,7 @@ class TokenRecords(TableBase):
             "id": token.id,
             "name": token.name,
             "owner": token.owner,
+            "scopes": list(token.scopes),
             "created_at": token.created_at,
             keys.OWNER_KEY: keys.owner_index_value("token", token.owner),
             keys.CREATED_KEY: keys.created_key(token.created_at, token.id),
