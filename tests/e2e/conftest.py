@@ -474,16 +474,16 @@ class DevProcess:
 def skyloop_dev_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., DevProcess]]:
     """Start extra ``skyloop dev`` processes with env overrides (e.g. ``SKYLOOP_STREAM_MAX_S``).
 
-    ``factory(env)`` launches at once and returns a handle; call ``handle.ready()``
+    ``factory(env, args)`` launches at once and returns a handle; call ``handle.ready()``
     for the URL, so a module can launch early and wait only when it needs it.
     Every process is stopped at the end of the session.
     """
     started: list[DevProcess] = []
 
-    def launch(env: dict[str, str] | None = None) -> DevProcess:
+    def launch(env: dict[str, str] | None = None, args: list[str] | None = None) -> DevProcess:
         port = _free_port()
         log = tmp_path_factory.mktemp("skyloop-dev-extra") / "dev.log"
-        proc = _start(["dev", "--port", str(port)], log, {"OPENAI_API_KEY": "", **(env or {})})
+        proc = _start(["dev", "--port", str(port), *(args or [])], log, {"OPENAI_API_KEY": "", **(env or {})})
         handle = DevProcess(proc, f"http://127.0.0.1:{port}", log)
         started.append(handle)
         return handle
