@@ -2,7 +2,8 @@
 
 Runs ``skyloop dev``'s stack in this process (moto, the real handlers, the
 real ASL) with its embedded scripted model, drives one text turn and one
-client-tool turn over real HTTP/SSE, and counts per turn:
+client-tool turn and one server-tool turn (the example Lambda tool
+``word_count``, run by the Map state) over real HTTP/SSE, and counts per turn:
 
 * Step Functions state transitions (``*StateEntered`` history events, what
   Standard workflows bill),
@@ -44,6 +45,9 @@ PRICES = {
     "ddb_per_rru": 0.125 / 1_000_000,
     "http_api_per_request": 1.00 / 1_000_000,
 }
+
+
+TOOL_MEMORY_MB = 128  # a user's Lambda tool is theirs to size; priced at the smallest memory
 
 
 class Meter:
@@ -175,7 +179,9 @@ def run_turn(base: str, session_id: str, body: dict[str, Any], answer: bool) -> 
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description="count and price one text turn and one client-tool turn")
+    parser = argparse.ArgumentParser(
+        description="count and price a text turn, a client-tool turn and a server-tool turn"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "turn_cost.json")
     args = parser.parse_args()
 
@@ -185,7 +191,9 @@ def main() -> int:
     from skyloop.local import dev
 
     port = _free_port()
-    stack = dev.start("127.0.0.1", port, example_agent=False)
+    stack = dev.start(
+        "127.0.0.1", port, example_agent=False, lambda_tools=[str(ROOT / "examples" / "lambda_tools.py")]
+    )
     meter = Meter()
     install_meter(meter)
     server = uvicorn.Server(uvicorn.Config(stack.app, host="127.0.0.1", port=port, log_level="warning"))
@@ -205,6 +213,17 @@ def main() -> int:
         "executor": {"model": model, "auth": {"api_key": "k", "base_url": f"{base}/_mock/v1"}},
     }
     agent = httpx.post(f"{base}/v1/agents", json=spec, timeout=30).json()
+    word_count = {
+        "type": "lambda",
+        "function": "word_count",
+        "description": "count words",
+        "parameters": {"type": "object", "properties": {"text": {"type": "string"}}},
+    }
+    tool_agent = httpx.post(
+        f"{base}/v1/agents",
+        json={**spec, "name": "cost-tool-agent", "tools": {"word_count": word_count}},
+        timeout=30,
+    ).json()
     tools = [
         {
             "type": "function",
@@ -229,12 +248,21 @@ def main() -> int:
             tools,
             True,
         ),
+        "server_tool_turn": (
+            [
+                {"tool_calls": [{"call_id": "s1", "name": "word_count", "arguments": '{"text": "a b c"}'}]},
+                {"text": "Three words.", "stream": True},
+            ],
+            None,
+            False,
+        ),
     }
     memory = {f.name: f.memory_mb for f in manifest.FUNCTIONS}
     results: dict[str, Any] = {"prices": PRICES, "turns": {}}
     for name, (script, turn_tools, answer) in scenarios.items():
         httpx.post(f"{base}/_mock/mock/configure", json={"key": model, "responses": script}, timeout=10)
-        session = httpx.post(f"{base}/v1/sessions", json={"agent_id": agent["id"]}, timeout=30).json()
+        owner = tool_agent if name == "server_tool_turn" else agent
+        session = httpx.post(f"{base}/v1/sessions", json={"agent_id": owner["id"]}, timeout=30).json()
         body: dict[str, Any] = {
             "type": "message",
             "data": {"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
@@ -252,7 +280,7 @@ def main() -> int:
         invocations = dict(counted["invocations"])
         invocations["stream"] = 1
         api_requests = invocations.get("api", 0)
-        gb_s = sum(memory[fn] / 1024 * secs for fn, secs in counted["lambda_seconds"].items())
+        gb_s = sum(memory.get(fn, TOOL_MEMORY_MB) / 1024 * secs for fn, secs in counted["lambda_seconds"].items())
         cost = {
             "step_functions": transitions * PRICES["sfn_per_transition"],
             "lambda_requests": sum(invocations.values()) * PRICES["lambda_per_request"],
