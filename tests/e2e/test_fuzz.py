@@ -1,0 +1,131 @@
+"""Property-based fuzzing of the API from its own OpenAPI document: whatever a client sends, never a 5xx.
+
+schemathesis reads ``/openapi.json`` from a ``skyloop dev`` of this module's
+own and generates requests for every operation, valid ones and ones that break
+the schema (wrong types, missing fields, out-of-range values, odd strings in
+paths and queries). Once with made-up ids (mostly 404s, which must stay 404s),
+once with the ids of a real agent, session and runner, so generated bodies
+reach the code behind the lookups. The stream, which is not in the document,
+gets its cursor inputs fuzzed by Hypothesis directly.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.errors import Unsatisfiable
+from schemathesis import GenerationMode
+
+from tests.e2e.conftest import upload_agent
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from tests.e2e.conftest import DevProcess
+
+FUZZ = settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+
+
+@pytest.fixture(scope="module")
+def fuzz_url(skyloop_dev_factory: Callable[..., DevProcess]) -> str:
+    return skyloop_dev_factory().ready()
+
+
+@pytest.fixture(scope="module")
+def real_ids(fuzz_url: str) -> dict[str, str]:
+    """An agent, its idle session and the default runner: ids the fuzzer's cases are pointed at."""
+    with httpx.Client(base_url=fuzz_url, timeout=30) as client:
+        spec = '{"name": "fuzzed", "executor": {"harness": "openai-agents", "model": "mock-fuzz"}}'
+        created = upload_agent(client, {"fuzzed.yaml": spec})
+        runner = client.get("/v1/runners").json()["data"][0]["runner_id"]
+    return {"agent_id": created["agent_id"], "session_id": created["session_id"], "runner_id": runner}
+
+
+@pytest.fixture(scope="module")
+def operations(fuzz_url: str) -> list[Any]:
+    schema = schemathesis.openapi.from_url(f"{fuzz_url}/openapi.json")
+    return [result.ok() for result in schema.get_all_operations()]
+
+
+def fuzz(operations: list[Any], mode: GenerationMode, call: Callable[[Any], Any]) -> list[str]:
+    """Run every operation's generated cases through ``call``; the 5xx answers, described."""
+    server_errors: list[str] = []
+    for operation in operations:
+
+        @given(case=operation.as_strategy(generation_mode=mode))
+        @FUZZ
+        def run(case: Any) -> None:
+            resp = call(case)
+            if resp.status_code >= 500:
+                server_errors.append(
+                    f"{case.method.upper()} {case.formatted_path} query={case.query} "
+                    f"body={str(case.body)[:200]} -> {resp.status_code} {resp.text[:200]}"
+                )
+
+        try:
+            run()
+        except Unsatisfiable:  # nothing in this operation can be made invalid (e.g. a free-form string id)
+            assert mode is GenerationMode.NEGATIVE, operation.path
+    return server_errors
+
+
+@pytest.mark.parametrize("mode", list(GenerationMode), ids=lambda m: m.value)
+def test_no_request_with_made_up_ids_gets_a_server_error(
+    operations: list[Any], fuzz_url: str, mode: GenerationMode
+) -> None:
+    errors = fuzz(operations, mode, lambda case: send(fuzz_url, case))
+    assert not errors, "\n".join(errors[:10])
+
+
+@pytest.mark.parametrize("mode", list(GenerationMode), ids=lambda m: m.value)
+def test_no_request_about_a_real_session_agent_or_runner_gets_a_server_error(
+    operations: list[Any], fuzz_url: str, real_ids: dict[str, str], mode: GenerationMode
+) -> None:
+    def aimed(case: Any) -> Any:
+        if case.path_parameters:
+            case.path_parameters = {k: real_ids.get(k, v) for k, v in case.path_parameters.items()}
+        return send(fuzz_url, case)
+
+    kept = [op for op in operations if op.method.upper() != "DELETE"]  # the real session must stay
+    errors = fuzz(kept, mode, aimed)
+    assert not errors, "\n".join(errors[:10])
+
+
+def send(base_url: str, case: Any) -> Any:
+    """The case sent by schemathesis's own transport (it serializes every media type the document names)."""
+    return case.call(base_url=base_url, timeout=30)
+
+
+CURSOR_CHARS = string.ascii_letters + string.digits + string.punctuation + " \t"
+
+
+@given(
+    after=st.one_of(
+        st.none(), st.text(max_size=40), st.integers(min_value=-(10**20), max_value=10**20).map(str)
+    ),
+    last_event_id=st.one_of(
+        st.none(), st.text(alphabet=CURSOR_CHARS, max_size=40).map(str.strip)
+    ),  # as h11 sends
+)
+@FUZZ
+def test_no_stream_cursor_gets_a_server_error(
+    fuzz_url: str, real_ids: dict[str, str], after: str | None, last_event_id: str | None
+) -> None:
+    params = {"after": after} if after is not None else None
+    headers = {"Last-Event-ID": last_event_id} if last_event_id is not None else None
+    url = f"{fuzz_url}/v1/sessions/{real_ids['session_id']}/stream"
+    with httpx.stream("GET", url, params=params, headers=headers, timeout=30) as resp:
+        assert resp.status_code < 500, (
+            resp.status_code,
+            resp.read()[:300],
+        )  # read only the status, then hang up
+        if resp.status_code >= 400:
+            body = resp.read()
+            assert resp.headers["content-type"].startswith("application/json"), body[:300]
+            assert "error" in resp.json()
