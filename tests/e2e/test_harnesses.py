@@ -308,3 +308,63 @@ def test_throttling_until_the_retries_run_out_fails_the_turn_as_rate_limited(
     assert terminal.data["type"] == "response.failed", stream.types()
     assert terminal.data["response"]["error"]["code"] == "model_rate_limited"
     assert "429" in terminal.data["response"]["error"]["message"]
+
+
+PNG_URL = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
+
+
+def image_message(url: str) -> dict[str, Any]:
+    content = [{"type": "input_text", "text": "what is this?"}, {"type": "input_image", "image_url": url}]
+    return {"type": "message", "data": {"role": "user", "content": content}}
+
+
+def sent_image(harness: str, body: dict[str, Any]) -> Any:
+    """The image block the model was sent, in its harness's wire form."""
+    if harness == "openai-agents":
+        return next(
+            b for i in body["input"] if i.get("role") == "user" for b in i["content"] if "image_url" in b
+        )
+    blocks = [b for m in body["messages"] if m["role"] == "user" for b in m["content"]]
+    if harness == "chat-completions":
+        return next(b for b in blocks if b.get("type") == "image_url")
+    return next(b for b in blocks if "image" in b)
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
+def test_an_inline_image_reaches_the_model_in_its_wire_form(
+    harness: str, live_server: str, http_client: httpx.Client, live_runner_id: str, mock_llm_server_url: str
+) -> None:
+    name, model = harness_agent(http_client, mock_llm_server_url, harness, [{"text": "a single pixel"}])
+    session_id = create_runner_bound_session(http_client, agent_name=name, runner_id=live_runner_id)
+    with StreamWatcher(live_server, session_id) as stream:
+        resp = http_client.post(f"/v1/sessions/{session_id}/events", json=image_message(PNG_URL))
+        assert resp.status_code == 202, resp.text
+        assert stream.wait_terminal().data["type"] == "response.completed", stream.types()
+    (body,) = get_mock_requests(mock_llm_server_url, key=model)
+    expected = {
+        "openai-agents": {"type": "input_image", "image_url": PNG_URL, "detail": "auto"},
+        "chat-completions": {"type": "image_url", "image_url": {"url": PNG_URL, "detail": "auto"}},
+        # boto3 sends the raw bytes base64-encoded in the JSON body
+        "bedrock-converse": {"image": {"format": "png", "source": {"bytes": PNG_URL.split(",", 1)[1]}}},
+    }
+    assert sent_image(harness, body) == expected[harness]
+
+
+def test_an_image_url_bedrock_cannot_fetch_is_refused_before_anything_is_written(
+    http_client: httpx.Client, live_runner_id: str, mock_llm_server_url: str
+) -> None:
+    name, model = harness_agent(http_client, mock_llm_server_url, "bedrock-converse", [{"text": "unused"}])
+    session_id = create_runner_bound_session(http_client, agent_name=name, runner_id=live_runner_id)
+    before = get_session_snapshot(http_client, session_id)
+    resp = http_client.post(
+        f"/v1/sessions/{session_id}/events", json=image_message("https://example.com/cat.png")
+    )
+    assert resp.status_code == 400, resp.text
+    assert resp.json()["error"]["code"] == "image_not_supported"
+    after = get_session_snapshot(http_client, session_id)
+    assert (after["items"], after["last_event_id"], after["status"]) == (
+        before["items"],
+        before["last_event_id"],
+        before["status"],
+    )
+    assert get_mock_requests(mock_llm_server_url, key=model) == []
