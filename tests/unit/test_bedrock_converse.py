@@ -405,3 +405,31 @@ def test_clients_are_cached_per_region_and_endpoint(llm: tuple[MockState, str]) 
     assert bc.client_for(spec(url)) is first
     assert bc.client_for(spec(url, region="eu-west-1")) is not first
     assert first.meta.endpoint_url == url
+
+
+def test_a_stream_error_after_text_is_not_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A retry would stream a second answer after the first one's words: the error ends the call instead."""
+    from botocore.exceptions import EventStreamError
+
+    attempts: list[int] = []
+
+    def stream() -> Iterator[dict[str, Any]]:
+        yield {"messageStart": {"role": "assistant"}}
+        yield {"contentBlockDelta": {"contentBlockIndex": 0, "delta": {"text": "half an"}}}
+        raise EventStreamError(
+            {"Error": {"Code": "modelStreamErrorException", "Message": "boom"}}, "ConverseStream"
+        )
+
+    class Client:
+        def converse_stream(self, **_: Any) -> dict[str, Any]:
+            attempts.append(1)
+            return {"stream": stream()}
+
+    monkeypatch.setattr(bc, "client_for", lambda _spec: Client())
+    deltas: list[str] = []
+    with pytest.raises(ModelCallError) as caught:
+        bc.call_model(spec(""), [user(1, "hi")], [], deltas.append, timeout_s=30)
+    assert deltas == ["half an"]
+    assert len(attempts) == 1
+    assert caught.value.retryable  # another whole call may succeed; this one must not splice two
+    assert "ModelStreamErrorException: boom" in caught.value.message
