@@ -32,6 +32,12 @@ class InvalidInputError(SkyloopError):
     status = 400
 
 
+class ImageNotSupportedError(InvalidInputError):
+    """The message carries an image the agent's model cannot take; nothing was written."""
+
+    code = "image_not_supported"
+
+
 class UnauthorizedError(SkyloopError):
     """No valid bearer token came with the request."""
 

@@ -86,7 +86,9 @@ def mock_llm_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[st
 def live_server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     port = _free_port()
     log = tmp_path_factory.mktemp("skyloop-dev") / "dev.log"
-    env = {"OPENAI_API_KEY": "", "SKYLOOP_HEARTBEAT_S": "15"}
+    # Bedrock agents here talk to the mock: sign with dummy keys, never the developer's AWS identity
+    bedrock = {"SKYLOOP_BEDROCK_ACCESS_KEY_ID": "mock", "SKYLOOP_BEDROCK_SECRET_ACCESS_KEY": "mock"}
+    env = {"OPENAI_API_KEY": "", "SKYLOOP_HEARTBEAT_S": "15", **bedrock}
     proc = _start(["dev", "--port", str(port)], log, env)
     url = f"http://127.0.0.1:{port}"
     try:

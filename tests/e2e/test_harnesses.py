@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.e2e
 
 CODING = get_tool_set("coding")
-HARNESSES = ["openai-agents", "chat-completions"]
+HARNESSES = ["openai-agents", "chat-completions", "bedrock-converse"]
 MARKER = "[System: interrupted]"
 ANSWER = " ".join(["calculator.py has divide and average, and utils.py has clamp."] * 4)  # streams for ~0.5 s
 
@@ -53,6 +53,8 @@ class Wire:
     def tool_names(self, body: dict[str, Any]) -> set[str]:
         if self.harness == "openai-agents":
             return {t["name"] for t in body.get("tools") or []}
+        if self.harness == "bedrock-converse":
+            return {t["toolSpec"]["name"] for t in (body.get("toolConfig") or {}).get("tools") or []}
         return {t["function"]["name"] for t in body.get("tools") or []}
 
     def outputs(self, body: dict[str, Any]) -> dict[str, str]:
@@ -61,6 +63,9 @@ class Wire:
             return {
                 i["call_id"]: i["output"] for i in body["input"] if i.get("type") == "function_call_output"
             }
+        if self.harness == "bedrock-converse":
+            results = [b["toolResult"] for m in body["messages"] for b in m["content"] if "toolResult" in b]
+            return {r["toolUseId"]: r["content"][0]["text"] for r in results}
         return {m["tool_call_id"]: m["content"] for m in body["messages"] if m["role"] == "tool"}
 
     def user_texts(self, body: dict[str, Any]) -> list[str]:
@@ -71,7 +76,14 @@ class Wire:
         texts = []
         for message in messages:
             content = message["content"]
-            texts += [content] if isinstance(content, str) else [b.get("text", "") for b in content]
+            if isinstance(content, str):
+                texts.append(content)
+            else:  # Bedrock's toolResult blocks share the user message: only text blocks are what was said
+                texts += [
+                    b["text"]
+                    for b in content
+                    if "text" in b and b.get("type") in (None, "input_text", "text")
+                ]
         return texts
 
 
@@ -81,7 +93,9 @@ def harness_agent(
     """A uniquely named agent on ``harness`` whose model is scripted; returns ``(agent name, model key)``."""
     uid = uuid.uuid4().hex[:8]
     name, model = f"h-{harness}-{uid}", f"mock-{harness}-{uid}"
-    executor: dict[str, Any] = {"harness": harness, "model": model, "auth": {"base_url": f"{mock_url}/v1"}}
+    # Bedrock's endpoint is the mock's root (boto3 adds /model/{id}/converse-stream); OpenAI's ends in /v1
+    base_url = mock_url if harness == "bedrock-converse" else f"{mock_url}/v1"
+    executor: dict[str, Any] = {"harness": harness, "model": model, "auth": {"base_url": base_url}}
     if harness == "openai-agents":
         executor["auth"]["api_key"] = "mock-key"  # chat-completions goes without: many servers need none
     configure_mock_llm(mock_url, responses, key=model)
@@ -256,3 +270,101 @@ def test_a_message_posted_while_parked_steers_the_next_model_call(
     assert len(requests) == 2
     assert wire.user_texts(requests[1]) == ["start", "also: be brief"]
     assert wire.outputs(requests[1]) == {"c1": "X"}
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
+def test_a_throttled_model_call_is_retried_and_the_turn_completes(
+    harness: str, live_server: str, http_client: httpx.Client, live_runner_id: str, mock_llm_server_url: str
+) -> None:
+    name, model = harness_agent(
+        http_client,
+        mock_llm_server_url,
+        harness,
+        [{"error": "slow down", "status_code": 429}, {"text": "after the wait"}],
+    )
+    session_id = create_runner_bound_session(http_client, agent_name=name, runner_id=live_runner_id)
+    with StreamWatcher(live_server, session_id) as stream:
+        assert (
+            http_client.post(f"/v1/sessions/{session_id}/events", json=message_event("hi")).status_code == 202
+        )
+        terminal = stream.wait_terminal()
+    assert terminal.data["type"] == "response.completed", stream.types()
+    assert len(get_mock_requests(mock_llm_server_url, key=model)) == 2
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
+def test_throttling_until_the_retries_run_out_fails_the_turn_as_rate_limited(
+    harness: str, live_server: str, http_client: httpx.Client, live_runner_id: str, mock_llm_server_url: str
+) -> None:
+    name, _model = harness_agent(
+        http_client, mock_llm_server_url, harness, [{"error": "slow down", "status_code": 429}] * 6
+    )
+    session_id = create_runner_bound_session(http_client, agent_name=name, runner_id=live_runner_id)
+    with StreamWatcher(live_server, session_id) as stream:
+        assert (
+            http_client.post(f"/v1/sessions/{session_id}/events", json=message_event("hi")).status_code == 202
+        )
+        terminal = stream.wait_terminal()
+    assert terminal.data["type"] == "response.failed", stream.types()
+    assert terminal.data["response"]["error"]["code"] == "model_rate_limited"
+    assert "429" in terminal.data["response"]["error"]["message"]
+
+
+PNG_URL = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
+
+
+def image_message(url: str) -> dict[str, Any]:
+    content = [{"type": "input_text", "text": "what is this?"}, {"type": "input_image", "image_url": url}]
+    return {"type": "message", "data": {"role": "user", "content": content}}
+
+
+def sent_image(harness: str, body: dict[str, Any]) -> Any:
+    """The image block the model was sent, in its harness's wire form."""
+    if harness == "openai-agents":
+        return next(
+            b for i in body["input"] if i.get("role") == "user" for b in i["content"] if "image_url" in b
+        )
+    blocks = [b for m in body["messages"] if m["role"] == "user" for b in m["content"]]
+    if harness == "chat-completions":
+        return next(b for b in blocks if b.get("type") == "image_url")
+    return next(b for b in blocks if "image" in b)
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
+def test_an_inline_image_reaches_the_model_in_its_wire_form(
+    harness: str, live_server: str, http_client: httpx.Client, live_runner_id: str, mock_llm_server_url: str
+) -> None:
+    name, model = harness_agent(http_client, mock_llm_server_url, harness, [{"text": "a single pixel"}])
+    session_id = create_runner_bound_session(http_client, agent_name=name, runner_id=live_runner_id)
+    with StreamWatcher(live_server, session_id) as stream:
+        resp = http_client.post(f"/v1/sessions/{session_id}/events", json=image_message(PNG_URL))
+        assert resp.status_code == 202, resp.text
+        assert stream.wait_terminal().data["type"] == "response.completed", stream.types()
+    (body,) = get_mock_requests(mock_llm_server_url, key=model)
+    expected = {
+        "openai-agents": {"type": "input_image", "image_url": PNG_URL, "detail": "auto"},
+        "chat-completions": {"type": "image_url", "image_url": {"url": PNG_URL, "detail": "auto"}},
+        # boto3 sends the raw bytes base64-encoded in the JSON body
+        "bedrock-converse": {"image": {"format": "png", "source": {"bytes": PNG_URL.split(",", 1)[1]}}},
+    }
+    assert sent_image(harness, body) == expected[harness]
+
+
+def test_an_image_url_bedrock_cannot_fetch_is_refused_before_anything_is_written(
+    http_client: httpx.Client, live_runner_id: str, mock_llm_server_url: str
+) -> None:
+    name, model = harness_agent(http_client, mock_llm_server_url, "bedrock-converse", [{"text": "unused"}])
+    session_id = create_runner_bound_session(http_client, agent_name=name, runner_id=live_runner_id)
+    before = get_session_snapshot(http_client, session_id)
+    resp = http_client.post(
+        f"/v1/sessions/{session_id}/events", json=image_message("https://example.com/cat.png")
+    )
+    assert resp.status_code == 400, resp.text
+    assert resp.json()["error"]["code"] == "image_not_supported"
+    after = get_session_snapshot(http_client, session_id)
+    assert (after["items"], after["last_event_id"], after["status"]) == (
+        before["items"],
+        before["last_event_id"],
+        before["status"],
+    )
+    assert get_mock_requests(mock_llm_server_url, key=model) == []

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import base64
+import binascii
+import re
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -17,6 +20,9 @@ AgentSpecBody = AgentSpec  # a JSON agent spec, as ``POST /v1/agents`` takes it
 
 MAX_OUTPUT_CHARS = 200_000  # a tool output is stored in one DynamoDB item (400 KB cap)
 MAX_TEXT_CHARS = 100_000
+MAX_IMAGE_CHARS = 300_000  # a message's images together: the message is one DynamoDB item (400 KB cap)
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")  # what every harness's provider takes
+_DATA_URL = re.compile(r"^data:(?P<mime>[^;,]+);base64,(?P<data>.*)$", re.DOTALL)
 MAX_TOOLS = 128
 EVENT_TYPES = ("message", "function_call_output", "approval", "interrupt")
 
@@ -45,11 +51,46 @@ class InputTextBlock(BaseModel):
     text: str = Field(max_length=MAX_TEXT_CHARS)
 
 
+class InputImageBlock(BaseModel):
+    """An image, as the Responses API sends one: an inline ``data:`` URL (base64) or an ``https`` URL.
+
+    Whether the agent's model may take it is checked against the agent when the
+    turn starts (:func:`skyloop.harnesses.image_refusal`, 400 ``image_not_supported``).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["input_image"]
+    image_url: str = Field(min_length=1)
+    detail: Literal["auto", "low", "high"] = "auto"
+
+    @field_validator("image_url")
+    @classmethod
+    def _image_url(cls, value: str) -> str:
+        if value.startswith("https://"):
+            return value
+        match = _DATA_URL.match(value)
+        if match is None:
+            raise ValueError("image_url must be a data:image/...;base64, URL or an https URL")
+        if match["mime"].lower() not in IMAGE_TYPES:
+            raise ValueError(
+                f"image type {match['mime']!r} is not supported (supported: {', '.join(IMAGE_TYPES)})"
+            )
+        try:
+            base64.b64decode(match["data"], validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError("image_url's data is not valid base64") from None
+        return value
+
+
+ContentBlock = Annotated[InputTextBlock | InputImageBlock, Field(discriminator="type")]
+
+
 class MessageData(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     role: Literal["user"]
-    content: list[InputTextBlock] = Field(min_length=1, max_length=64)
+    content: list[ContentBlock] = Field(min_length=1, max_length=64)
 
 
 class FunctionCallOutputData(BaseModel):
@@ -116,7 +157,13 @@ class SessionEventRequest(BaseModel):
         return self
 
     def message(self) -> MessageData:
-        return parse_model(MessageData, self.data, what="data payload for event type 'message'")
+        data = parse_model(MessageData, self.data, what="data payload for event type 'message'")
+        images = sum(len(b.image_url) for b in data.content if isinstance(b, InputImageBlock))
+        if images > MAX_IMAGE_CHARS:
+            raise PayloadTooLargeError(
+                f"the message's images are {images} chars of image_url; the limit is {MAX_IMAGE_CHARS}"
+            )
+        return data
 
     def approval(self) -> ApprovalData:
         return parse_model(ApprovalData, self.data, what="data payload for event type 'approval'")

@@ -29,9 +29,8 @@ def to_input_items(items: list[ConversationItem]) -> list[dict[str, Any]]:
                 text = "".join(b.get("text", "") for b in d.get("content") or [] if isinstance(b, dict))
                 out.append({"role": "assistant", "content": text})
             else:
-                out.append(
-                    {"type": "message", "role": d.get("role", "user"), "content": d.get("content") or []}
-                )
+                content = [_input_block(b) for b in d.get("content") or [] if isinstance(b, dict)]
+                out.append({"type": "message", "role": d.get("role", "user"), "content": content})
         elif item.type == "function_call":
             out.append(
                 {
@@ -46,6 +45,13 @@ def to_input_items(items: list[ConversationItem]) -> list[dict[str, Any]]:
                 {"type": "function_call_output", "call_id": d["call_id"], "output": d.get("output", "")}
             )
     return out
+
+
+def _input_block(block: dict[str, Any]) -> dict[str, Any]:
+    """Blocks pass through; an ``input_image`` always names its ``detail`` (the API requires one)."""
+    if block.get("type") == "input_image" and not block.get("detail"):
+        return {**block, "detail": "auto"}
+    return block
 
 
 def call_model(

@@ -10,19 +10,30 @@ gateway serves the API and the stream on the public port.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, MutableMapping
 
 REGION = "us-east-1"
-MOTO_CONFIG: Any = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+MOTO_CONFIG: Any = {
+    "stepfunctions": {"execute_state_machine": True},
+    "lambda": {"use_docker": False},
+    "core": {"passthrough": {"services": ["bedrockruntime"]}},  # models are real (or the scripted one)
+}
 TABLE_NAME = "skyloop-local"
 OFFLINE_MODEL = "skyloop-offline"
 EXAMPLE_AGENT = "coder"
+EXAMPLE_OPENAI_MODEL = "gpt-4.1-mini"
+EXAMPLE_BEDROCK_MODEL = "us.anthropic.claude-3-5-haiku-20241022-v1:0"
+FAKE_AWS_KEYS = ("local", "FOOBARKEY", "testing")  # what this stack and moto put in AWS_ACCESS_KEY_ID
 EXAMPLE_PROMPT = (
     "You are a careful coding assistant. The user's machine runs your tools: use Glob, Grep and Read to "
     "look at files before answering, Edit or Write to change them, and Bash to run commands. Keep answers short."
@@ -43,6 +54,72 @@ class DevStack:
     state_machine_arn: str
     example_agent_id: str | None
     app: Any
+    example_model: str = ""  # who answers the example agent, for the banner
+
+
+def capture_bedrock_identity(env: MutableMapping[str, str] | None = None) -> None:
+    """Keep the user's real AWS identity and region for Bedrock in ``SKYLOOP_BEDROCK_*``.
+
+    The local stack's AWS environment belongs to moto (fake keys, us-east-1),
+    which would sign Bedrock calls with keys AWS rejects. Captured before that
+    happens: the user's key pair if it is in the environment, else their
+    profile (``AWS_PROFILE``, or ``default`` if the config files have one), so
+    SSO and assume-role profiles keep refreshing. Values already set win;
+    nothing here touches the network.
+    """
+    env = os.environ if env is None else env
+    key, secret = env.get("AWS_ACCESS_KEY_ID", ""), env.get("AWS_SECRET_ACCESS_KEY", "")
+    profile = env.get("AWS_PROFILE", "")
+    if not profile and not key:
+        import botocore.session
+
+        profile = "default" if "default" in botocore.session.Session().available_profiles else ""
+    if key and secret and key not in FAKE_AWS_KEYS:
+        env.setdefault("SKYLOOP_BEDROCK_ACCESS_KEY_ID", key)
+        env.setdefault("SKYLOOP_BEDROCK_SECRET_ACCESS_KEY", secret)
+        if env.get("AWS_SESSION_TOKEN"):
+            env.setdefault("SKYLOOP_BEDROCK_SESSION_TOKEN", env["AWS_SESSION_TOKEN"])
+    elif profile:
+        env.setdefault("SKYLOOP_BEDROCK_PROFILE", profile)
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    if not region and profile:
+        import botocore.exceptions
+        import botocore.session
+
+        with contextlib.suppress(botocore.exceptions.ProfileNotFound):  # the call will say so, clearly
+            region = botocore.session.Session(profile=profile).get_config_variable("region")
+    if region:
+        env.setdefault("SKYLOOP_BEDROCK_REGION", region)
+
+
+def example_executor(env: Mapping[str, str], url: str) -> tuple[dict[str, Any], str]:
+    """The example agent's executor and who answers it.
+
+    ``SKYLOOP_EXAMPLE_HARNESS=bedrock-converse``: Bedrock (``SKYLOOP_EXAMPLE_MODEL``, default
+    a Claude 3.5 Haiku inference profile) with the identity :func:`capture_bedrock_identity`
+    kept; else OpenAI when ``OPENAI_API_KEY`` is set; else the embedded scripted model.
+    """
+    harness = env.get("SKYLOOP_EXAMPLE_HARNESS") or "openai-agents"
+    if harness == "bedrock-converse":
+        model = env.get("SKYLOOP_EXAMPLE_MODEL") or EXAMPLE_BEDROCK_MODEL
+        executor: dict[str, Any] = {"harness": harness, "model": model}
+        if env.get("SKYLOOP_BEDROCK_REGION"):
+            executor["region"] = env["SKYLOOP_BEDROCK_REGION"]
+        return executor, f"Bedrock ({model})"
+    if harness != "openai-agents":
+        raise SystemExit(f"SKYLOOP_EXAMPLE_HARNESS={harness!r}: use openai-agents or bedrock-converse")
+    if env.get("OPENAI_API_KEY"):
+        model = env.get("SKYLOOP_EXAMPLE_MODEL") or EXAMPLE_OPENAI_MODEL
+        executor = {"harness": harness, "model": model}
+        if env.get("OPENAI_BASE_URL"):
+            executor["auth"] = {"type": "api_key", "base_url": env["OPENAI_BASE_URL"]}
+        return executor, f"OpenAI ({model})"
+    executor = {
+        "harness": harness,
+        "model": OFFLINE_MODEL,
+        "auth": {"type": "api_key", "api_key": "offline", "base_url": f"{url}/_mock/v1"},
+    }
+    return executor, "the offline scripted model"
 
 
 def configure_environment(moto_port: int) -> None:
@@ -79,6 +156,7 @@ def start(
     Lambda functions (see :mod:`skyloop.local.lambda_tools`).
     """
     moto_port = moto_port or free_port()
+    capture_bedrock_identity()
     configure_environment(moto_port)
     tool_files = [str(Path(p).resolve()) for p in lambda_tools or []]
     for path in tool_files:
@@ -125,7 +203,7 @@ def start(
     _start_reconciler(float(os.environ.get("SKYLOOP_RECONCILE_INTERVAL_S", "60")))
     url = f"http://{host}:{port}"
     mock_app = mockllm.create_app()
-    agent_id = _register_example(url, mock_app) if example_agent else None
+    agent_id, answering = _register_example(url, mock_app) if example_agent else (None, "")
     app = create_gateway(lambda_hook.direct_invoker(resources.function_arns["api"]), mock_app=mock_app)
     return DevStack(
         url=url,
@@ -134,6 +212,7 @@ def start(
         state_machine_arn=resources.state_machine_arn,
         example_agent_id=agent_id,
         app=app,
+        example_model=answering,
     )
 
 
@@ -174,24 +253,13 @@ def _start_reconciler(interval_s: float) -> None:
     threading.Thread(target=run, name="skyloop-reconciler", daemon=True).start()
 
 
-def _register_example(url: str, mock_app: Any) -> str:
-    """Register ``coder``: OpenAI when OPENAI_API_KEY is set, else the embedded scripted model."""
+def _register_example(url: str, mock_app: Any) -> tuple[str, str]:
+    """Register ``coder`` (see :func:`example_executor`); returns its id and who answers it."""
     from skyloop import deps, sessions
     from skyloop.models.agent import AgentSpec
 
-    if os.environ.get("OPENAI_API_KEY"):
-        executor: dict[str, Any] = {
-            "harness": "openai-agents",
-            "model": os.environ.get("SKYLOOP_EXAMPLE_MODEL", "gpt-4.1-mini"),
-        }
-        if os.environ.get("OPENAI_BASE_URL"):
-            executor["auth"] = {"type": "api_key", "base_url": os.environ["OPENAI_BASE_URL"]}
-    else:
-        executor = {
-            "harness": "openai-agents",
-            "model": OFFLINE_MODEL,
-            "auth": {"type": "api_key", "api_key": "offline", "base_url": f"{url}/_mock/v1"},
-        }
+    executor, answering = example_executor(os.environ, url)
+    if executor["model"] == OFFLINE_MODEL:
         from skyloop.local import offline_coder
 
         mock_app.state.mock.set_responder(OFFLINE_MODEL, offline_coder.respond)
@@ -200,7 +268,7 @@ def _register_example(url: str, mock_app: Any) -> str:
     agent = deps.register_agent(spec)
     runners = sessions.Runners(deps.get_settings().default_runner_id)
     sessions.create_session(store, agent, runners, title="example session")
-    return agent.id
+    return agent.id, answering
 
 
 def serve(
@@ -216,10 +284,12 @@ def serve(
     if require_token:
         os.environ["SKYLOOP_REQUIRE_TOKEN"] = "true"
     stack = start(host, port, lambda_runtime=lambda_runtime, lambda_tools=lambda_tools)
-    model = "OpenAI" if os.environ.get("OPENAI_API_KEY") else "the offline scripted model"
     print(f"skyloop dev: serving {stack.url}", flush=True)
     print(f"  runner id:      {stack.runner_id}", flush=True)
-    print(f"  example agent:  {EXAMPLE_AGENT} ({stack.example_agent_id}), answering with {model}", flush=True)
+    print(
+        f"  example agent:  {EXAMPLE_AGENT} ({stack.example_agent_id}), answering with {stack.example_model}",
+        flush=True,
+    )
     print(f"  moto endpoint:  {stack.moto_url}", flush=True)
     from skyloop.local import lambda_tools as local_tools
 

@@ -138,8 +138,14 @@ class Channel:
             self.conn.send(message)
 
 
-def _forward(request: Any, **_: Any) -> AWSResponse:
+# Services outside the local stack: their requests go to the network (a real model, or the scripted one).
+PASSTHROUGH_EVENTS = ("before-send.bedrock-runtime",)
+
+
+def _forward(request: Any, event_name: str = "", **_: Any) -> AWSResponse | None:
     """botocore ``before-send``: answer the request from the stack's moto instead of the network."""
+    if event_name.startswith(PASSTHROUGH_EVENTS):
+        return None
     if not _channel:
         raise RuntimeError("an AWS call from the local Lambda fork server itself")
     body = request.body

@@ -1,6 +1,9 @@
-"""Starlette routes for the mock LLM: the control API and the OpenAI-compatible model routes.
+"""Starlette routes for the mock LLM: the control API, the OpenAI-compatible routes and Bedrock's.
 
 Paths are relative so the app can be mounted under a prefix in another app.
+Bedrock's routes (``/model/{modelId}/converse`` and ``/converse-stream``) are
+where boto3 sends them when ``endpoint_url`` is the mock's root URL; the
+request's SigV4 signature is not checked.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
-from skyloop.mockllm import _sse
+from skyloop.mockllm import _bedrock, _eventstream, _sse
 from skyloop.mockllm._state import ConfigureBody, MockState, QueuedResponse, SetFallbackBody
 
 if TYPE_CHECKING:
@@ -75,20 +78,58 @@ def create_app(state: MockState | None = None) -> Starlette:  # noqa: C901  (the
     """Build the app around ``state`` (a fresh one by default); ``app.state.mock`` exposes it."""
     mock = state if state is not None else MockState()
 
-    async def draw(request: Request) -> tuple[Any, QueuedResponse, JSONResponse | None]:
-        """Capture, route and pick an entry; answer errors; hold blocking entries at their gate."""
-        body = await _model_body(request)
+    async def pick(body: Any) -> QueuedResponse:
+        """Capture, route and pick an entry; hold a blocking entry (not an error) at its gate."""
         entry = mock.record_and_next(body)
-        if entry.error is not None:
-            return body, entry, JSONResponse(_sse.error_body(entry.error), status_code=entry.status_code)
-        if entry.block:
+        if entry.error is None and entry.block:
             gate = mock.open_gate()
             try:
                 await gate.wait()
             except asyncio.CancelledError:
                 mock.abandon_gate(gate)
                 raise
+        return entry
+
+    async def draw(request: Request) -> tuple[Any, QueuedResponse, JSONResponse | None]:
+        """An OpenAI route's entry, with its error already rendered the OpenAI way."""
+        body = await _model_body(request)
+        entry = await pick(body)
+        if entry.error is not None:
+            return body, entry, JSONResponse(_sse.error_body(entry.error), status_code=entry.status_code)
         return body, entry, None
+
+    async def bedrock_entry(request: Request) -> QueuedResponse:
+        """Bedrock names the model in the path: it is captured as the body's ``model`` so routing by
+        model and ``/mock/requests?key=`` work as on the OpenAI routes."""
+        body = await _model_body(request)
+        if isinstance(body, dict):
+            body = {**body, "model": request.path_params["model_id"]}
+        return await pick(body)
+
+    def bedrock_error(entry: QueuedResponse) -> JSONResponse:
+        status, message = entry.status_code, entry.error or ""
+        return JSONResponse(
+            _bedrock.error_body(status, message), status_code=status, headers=_bedrock.error_headers(status)
+        )
+
+    async def converse(request: Request) -> JSONResponse:
+        entry = await bedrock_entry(request)
+        if entry.error is not None:
+            return bedrock_error(entry)
+        return JSONResponse(_bedrock.converse_json(entry))
+
+    async def converse_stream(request: Request) -> JSONResponse | StreamingResponse:
+        """A ``stream: true`` error entry fails inside a started stream, as Bedrock's stream errors do."""
+        entry = await bedrock_entry(request)
+        if entry.error is not None:
+            in_stream = _bedrock.stream_exception(entry.status_code, entry.error) if entry.stream else None
+            if in_stream is None:
+                return bedrock_error(entry)
+            started = _eventstream.event("messageStart", {"role": "assistant"})
+            frames = [(started, False), (in_stream, False)]
+        else:
+            frames = _bedrock.converse_stream_frames(entry)
+        return StreamingResponse(_paced_frames(frames), media_type=_eventstream.CONTENT_TYPE)
 
     async def responses(request: Request) -> JSONResponse | StreamingResponse:
         body, entry, error = await draw(request)
@@ -159,6 +200,8 @@ def create_app(state: MockState | None = None) -> Starlette:  # noqa: C901  (the
             Route("/v1/responses", responses, methods=["POST"]),
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
             Route("/v1/models", list_models, methods=["GET"]),
+            Route("/model/{model_id:path}/converse", converse, methods=["POST"]),
+            Route("/model/{model_id:path}/converse-stream", converse_stream, methods=["POST"]),
             Route("/mock/configure", configure, methods=["POST"]),
             Route("/mock/set_fallback", set_fallback, methods=["POST"]),
             Route("/mock/reset", reset, methods=["POST"]),
@@ -177,6 +220,14 @@ async def _paced(events: Iterable[dict[str, Any]], word_by_word: bool) -> AsyncI
     for event in events:
         yield _sse.sse_frame(event)
         if word_by_word and event["type"] == "response.output_text.delta":
+            await asyncio.sleep(WORD_DELAY_S)
+
+
+async def _paced_frames(frames: Iterable[tuple[bytes, bool]]) -> AsyncIterator[bytes]:
+    """Each event-stream message is its own write; word deltas are paced like the SSE routes'."""
+    for frame, word in frames:
+        yield frame
+        if word:
             await asyncio.sleep(WORD_DELAY_S)
 
 

@@ -41,6 +41,8 @@ class AgentExecutor(BaseModel):
     region: str | None = Field(default=None, pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")  # bedrock-converse only
     max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
     temperature: float | None = Field(default=None, ge=0, le=2)
+    # False for a text-only model: messages with input_image are then refused (400 image_not_supported)
+    accepts_images: bool = True
 
     @field_validator("harness")
     @classmethod

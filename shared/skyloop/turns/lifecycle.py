@@ -19,7 +19,13 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from skyloop import events as ev
-from skyloop.errors import ConflictError, InvalidInputError, NotFoundError, RunnerUnavailableError
+from skyloop.errors import (
+    ConflictError,
+    ImageNotSupportedError,
+    InvalidInputError,
+    NotFoundError,
+    RunnerUnavailableError,
+)
 from skyloop.ids import derived_id, new_id, new_response_id, new_turn_group_id
 from skyloop.models.session import Turn
 from skyloop.store import Append, ApprovalResolution, ConditionFailedError, Guard, NewItem, SessionChange
@@ -129,6 +135,7 @@ def start_or_join(
     answer gets the first answer back and starts nothing twice.
     """
     check_tool_names(store, agent, tools)
+    check_images(agent, message)
     if idempotency_key:
         item_id = derived_id("message", session_id, idempotency_key)
         group = f"turn_{derived_id('group', session_id, idempotency_key)}"
@@ -465,6 +472,15 @@ def approve(
     if call.cancelled:
         raise ConflictError(f"approval '{elicitation_id}' was cancelled by an interrupt")
     raise ConflictError(f"approval '{elicitation_id}' was already answered differently")
+
+
+def check_images(agent: Agent, message: dict[str, Any]) -> None:
+    """A message's images must be ones the agent's model takes (400 ``image_not_supported`` before anything is written)."""
+    from skyloop.harnesses import image_refusal
+
+    reason = image_refusal(agent.spec.executor, message.get("content") or [])
+    if reason is not None:
+        raise ImageNotSupportedError(reason)
 
 
 def check_tool_names(store: Store, agent: Agent, tools: list[ClientTool] | None) -> None:
