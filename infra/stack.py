@@ -150,6 +150,14 @@ class SkyloopStack(cdk.Stack):
                 "6-character suffix to every ARN. Only the actions of infra/permissions.py "
                 "SECRET_ACCESS are granted, on this stack's prefix.",
             )
+        if self.sign_in.user_pool is not None:
+            _ack(
+                self.sign_in.user_pool,
+                "AwsSolutions-COG8",
+                "The Essentials tier: users are invited by an operator (no self sign-up), MFA (TOTP) "
+                "is required and passwords are long; the Plus tier's threat protection is billed per "
+                "monthly active user against the scale-to-zero design. Switch feature_plan for it.",
+            )
         _ack(
             self.blobs.bucket,
             "AwsSolutions-S1",

@@ -60,7 +60,11 @@ class SignIn(Construct):
                 refresh_token_validity=cdk.Duration.days(30),
             )
             # Cognito's ID tokens carry the app client id as "aud" (access tokens do not).
-            self.issuer: str | None = self.user_pool.user_pool_provider_url
+            # The tokens' "iss", as CDK's own HttpUserPoolAuthorizer builds it (the pool's
+            # ProviderURL attribute has no scheme).
+            self.issuer: str | None = (
+                f"https://cognito-idp.{cdk.Aws.REGION}.{cdk.Aws.URL_SUFFIX}/{self.user_pool.user_pool_id}"
+            )
             self.audience: str | None = self.client.user_pool_client_id
         else:
             self.issuer = config.jwt_issuer

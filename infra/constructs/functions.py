@@ -174,12 +174,14 @@ class Functions(Construct):
         )
 
     def secret_arn(self, name_pattern: str) -> str:
-        """Secrets Manager ARNs end in ``-`` and six random characters after the name."""
-        return cdk.Stack.of(self).format_arn(
-            service="secretsmanager",
-            resource="secret",
-            resource_name=f"{name_pattern}-??????",
-            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        """Secrets Manager ARNs end in ``-`` and six random characters after the name.
+
+        Built from pseudo parameters rather than the stack's env, so the ARN (and the cdk-nag
+        finding that names it) is the same in every account.
+        """
+        return (
+            f"arn:{cdk.Aws.PARTITION}:secretsmanager:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:"
+            f"secret:{name_pattern}-??????"
         )
 
     def _grant_bedrock(self, config: StackConfig) -> None:
