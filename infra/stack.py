@@ -178,7 +178,8 @@ class SkyloopStack(cdk.Stack):
             "Authorization is done in the functions, not by the gateway: every route needs "
             "'Authorization: Bearer <token>' checked against token hashes in the table "
             "(SKYLOOP_REQUIRE_TOKEN=true), the same check the stream function makes; a gateway "
-            "authorizer would add a Lambda invocation per request and could not cover the stream.",
+            "authorizer would add a Lambda invocation per request and could not cover the stream. "
+            "With -c jwtAuthorizerOnApi=true an HTTP API JWT authorizer (no Lambda) is added as well.",
         )
         distribution = self.edge.distribution
         _ack(
