@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 pytest.importorskip("moto.server")
 
 REGION = "us-east-1"
+# Over the store's 32 KB inline limit: the output goes through the blob bucket (S3) and back.
+OUTPUT = "hi\n" + "x" * 40_000
 TOOL = {
     "type": "function",
     "function": {
@@ -416,9 +418,12 @@ def _store(services: Services) -> Any:
     import boto3
 
     from skyloop.store import DynamoStore
+    from skyloop.store.blobs import S3Blobs
 
-    ddb = boto3.session.Session(region_name=REGION).client("dynamodb", endpoint_url=services.moto_url)
-    return DynamoStore(services.table, ddb)
+    session = boto3.session.Session(region_name=REGION)
+    ddb = session.client("dynamodb", endpoint_url=services.moto_url)
+    blobs = S3Blobs(session.client("s3", endpoint_url=services.moto_url), services.bucket)
+    return DynamoStore(services.table, ddb, blobs=blobs)
 
 
 def test_a_client_tool_turn_runs_through_the_built_handlers(artifacts: Artifacts, services: Services) -> None:
@@ -496,7 +501,7 @@ def test_a_client_tool_turn_runs_through_the_built_handlers(artifacts: Artifacts
         code, out = artifacts.api(
             "POST",
             f"/v1/sessions/{session_id}/events",
-            {"type": "function_call_output", "data": {"call_id": "call_read", "output": "hi"}},
+            {"type": "function_call_output", "data": {"call_id": "call_read", "output": OUTPUT}},
         )
         assert code == 202, out
 
@@ -518,7 +523,12 @@ def test_a_client_tool_turn_runs_through_the_built_handlers(artifacts: Artifacts
     first, second = services.llm.requests(model)
     assert [t["name"] for t in first["tools"]] == ["read_file"]
     outputs = [i for i in second["input"] if isinstance(i, dict) and i.get("type") == "function_call_output"]
-    assert [(o["call_id"], o["output"]) for o in outputs] == [("call_read", "hi")]
+    assert [(o["call_id"], o["output"]) for o in outputs] == [("call_read", OUTPUT)]
+    # And that output went through the blob bucket: kept under the session's prefix, read back whole
+    s3 = aws.client("s3", endpoint_url=services.moto_url)
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=services.bucket).get("Contents", [])]
+    assert keys
+    assert all(k.startswith(f"sessions/{session_id}/") for k in keys), keys
     # And the session is idle with the answer, as the API reports it
     status, snapshot = artifacts.api("GET", f"/v1/sessions/{session_id}")
     assert status == 200, snapshot
