@@ -13,6 +13,10 @@ Three ways, each against its own bare start (``python -c pass`` with the same fl
 * ``built_source_only``: the same artifacts with the layer's and the asset's
   bytecode removed (what was shipped before): every module compiles on every
   start. The runtime stand-in keeps its bytecode in both (AWS's runtime ships its own).
+* ``built_turn_steps_combined``: what one function serving every turn step would import on its
+  cold start: every step handler (``asl_key`` entries of the manifest), loaded from its staged
+  asset into one isolated CPython 3.12, against ``built``'s per-step figures (their sum is what
+  a turn whose every step starts cold pays with one function per step).
 
 Each start is the minimum of N runs, so other load on the machine mostly drops
 out. Writes JSON to ``bench/results/import_time.json``.
@@ -50,6 +54,13 @@ BUILT_LOADER = (
     "import importlib, sys; task, layer, runtime = sys.argv[1:4]; "
     "sys.path[:0] = [task, layer + '/python/lib/python3.12/site-packages', layer + '/python', runtime + '/python']; "
     "[importlib.import_module(m) for m in sys.argv[4:]]"
+)
+# Every step handler in one interpreter: each handler.py under its own module name, the package once.
+COMBINED_LOADER = (
+    "import importlib.util as u, sys; task, layer, runtime = sys.argv[1:4]; "
+    "sys.path[:0] = [task, layer + '/python/lib/python3.12/site-packages', layer + '/python', runtime + '/python']; "
+    "[u.spec_from_file_location(f'h{i}', p).loader.exec_module(u.module_from_spec(u.spec_from_file_location(f'h{i}', p))) "
+    "for i, p in enumerate(sys.argv[4:])]"
 )
 
 
@@ -137,6 +148,25 @@ def main() -> int:
                 "handlers": _ratios(rows, bare_built),
             }
 
+    steps = [fn for fn in manifest.FUNCTIONS if fn.asl_key]
+    first = assets.stage_function(steps[0])
+    handler_files = [str(assets.stage_function(fn) / "handler.py") for fn in steps]
+    combined = _best(
+        [*flags, "-c", COMBINED_LOADER, str(first), str(layer), str(runtime), *handler_files],
+        args.runs,
+        {**env, "LAMBDA_TASK_ROOT": str(first)},
+        cwd=first,
+    )
+    built_rows = results["built"]["handlers"]
+    separate = {fn.name: built_rows[fn.name]["seconds"] for fn in steps}  # type: ignore[index]
+    results["built_turn_steps_combined"] = {
+        "steps": [fn.name for fn in steps],
+        "combined_s": round(combined, 4),
+        "separate_sum_s": round(sum(separate.values()), 4),
+        "separate_max_s": round(max(separate.values()), 4),
+        "bare_s": round(bare_built, 4),
+    }
+
     report = {
         "date": time.strftime("%Y-%m-%d"),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
@@ -157,6 +187,11 @@ def main() -> int:
             row = results[mode]["handlers"][fn.name]  # type: ignore[index]
             cells.append(f"{row['seconds'] * 1000:6.0f} ms x{row['ratio_to_bare']:<5}")
         print(f"{fn.name:14s} {cells[0]:>16s} {cells[1]:>18s} {cells[2]:>18s}")
+    c = results["built_turn_steps_combined"]
+    print(
+        f"every turn step in one function: {c['combined_s'] * 1000:.0f} ms (separate: "  # type: ignore[operator]
+        f"sum {c['separate_sum_s'] * 1000:.0f} ms, largest {c['separate_max_s'] * 1000:.0f} ms)"  # type: ignore[operator]
+    )
     return 0
 
 

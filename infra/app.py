@@ -1,7 +1,10 @@
 """CDK entry point: ``python infra/app.py`` (or ``cdk synth``) writes the cloud assembly to ``cdk.out/``.
 
 Offline and without Docker. Context switches (``cdk.json`` or ``-c``): ``prod``,
-``lwaLayerVersion``, ``alarmTopicArn``, ``powertoolsTracer``, ``corsOrigins`` (see ``docs/deploy.md``).
+``lwaLayerVersion``, ``alarmTopicArn``, ``powertoolsTracer``, ``corsOrigins``, ``reconcileMinutes``,
+``bedrockModelArns``, ``lambdaToolArns``, ``cognito`` or ``jwtIssuer``/``jwtAudience``/``jwtJwksUrl``,
+``jwtAuthorizerOnApi``, ``quotaRunningTurns``/``quotaTurnsPerMinute``/``quotaSessions``,
+``outboundAllow`` (see ``docs/deploy.md``).
 """
 
 from __future__ import annotations

@@ -27,6 +27,18 @@ CTX_LWA_LAYER_VERSION = "lwaLayerVersion"
 CTX_ALARM_TOPIC_ARN = "alarmTopicArn"  # optional: an existing SNS topic the alarms notify
 CTX_POWERTOOLS_TRACER = "powertoolsTracer"
 CTX_CORS_ORIGINS = "corsOrigins"  # comma-separated browser origins allowed to call the API; empty: no CORS
+CTX_RECONCILE_MINUTES = "reconcileMinutes"  # how often the reconciler runs (1-5)
+CTX_BEDROCK_MODEL_ARNS = "bedrockModelArns"  # models / inference profiles call_model may invoke
+CTX_LAMBDA_TOOL_ARNS = "lambdaToolArns"  # Lambda tools the turn machine may invoke
+CTX_COGNITO = "cognito"  # "true": a Cognito user pool and app client issue the JWTs
+CTX_JWT_ISSUER = "jwtIssuer"  # or: trust an existing OIDC issuer ...
+CTX_JWT_AUDIENCE = "jwtAudience"  # ... for this audience (its client id)
+CTX_JWT_JWKS_URL = "jwtJwksUrl"  # optional: the issuer's JWKS URL when discovery is not wanted
+CTX_JWT_AUTHORIZER_ON_API = "jwtAuthorizerOnApi"  # "true": the HTTP API itself requires a JWT
+CTX_QUOTA_RUNNING_TURNS = "quotaRunningTurns"
+CTX_QUOTA_TURNS_PER_MINUTE = "quotaTurnsPerMinute"
+CTX_QUOTA_SESSIONS = "quotaSessions"
+CTX_OUTBOUND_ALLOW = "outboundAllow"  # hosts / CIDRs outbound URLs may reach even when private
 
 # ---------------------------------------------------------------- Lambda Web Adapter
 LWA_LAYER_ACCOUNT = "753240598075"  # AWS's publishing account for the Lambda Web Adapter layers
@@ -34,6 +46,16 @@ LWA_LAYER_NAME_ARM64 = "LambdaAdapterLayerArm64"
 LWA_DEFAULT_LAYER_VERSION = 25
 LWA_PORT = 8080  # run.sh binds uvicorn to $AWS_LWA_PORT
 LWA_READINESS_CHECK_PATH = "/healthz"
+
+# ---------------------------------------------------------------- reconciler
+RECONCILE_DEFAULT_MINUTES = 2  # the grace period is 60 s: a stranded turn is fixed within ~3 minutes
+RECONCILE_MIN_MINUTES = 1
+RECONCILE_MAX_MINUTES = 5
+
+# ---------------------------------------------------------------- blobs and secrets
+BLOB_MULTIPART_ABORT_DAYS = 1  # incomplete multipart uploads are removed after a day
+SECRETS_PREFIX_PURPOSE = "agents"  # SKYLOOP_SECRETS_PREFIX = <stack>/agents: agents' model keys
+TOOL_SECRETS_PURPOSE = "tools"  # <stack>/tools/...: the secrets MCP headers may name
 
 # ---------------------------------------------------------------- environment
 ENV_REQUIRE_TOKEN = "true"  # the deployed API is never open (bearer tokens, checked in the functions)

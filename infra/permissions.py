@@ -22,12 +22,32 @@ refuses to synthesize a function whose access nobody decided.
   - ``stream``: the bearer-token lookup and the session row (GetItem) and the
     event pages (Query). Read only.
 
+  - ``reconcile_turns``: the sparse ``running_sessions`` index (Query), the session and its turn
+    (GetItem), the wake-up claim and its release (UpdateItem), and the failure it records for a
+    dead execution (a transaction: PutItem, UpdateItem, ConditionCheckItem). Never deletes.
+
   Nobody gets Scan: only the operator's ``skyloop token list`` (own
   credentials) and the local stack's TTL sweep scan the table.
 * ``TURN_ACCESS``: actions on the turn state machine. ``start``: StartExecution
   (post a message); ``stop``: StopExecution on its executions (interrupt,
   delete); ``resume``: SendTaskSuccess (the last client-tool output wakes a
-  parked turn, and a parked step resumes or wakes its own turn).
+  parked turn, and a parked step resumes or wakes its own turn); ``describe``: DescribeExecution
+  on its executions (the reconciler asks whether a running session's execution still runs).
+* ``BLOB_ACCESS``: S3 actions on the blob bucket (``SKYLOOP_BLOB_BUCKET``: texts over 32 KB, and
+  session files), by key prefix. ``skyloop.store.blobs`` writes content-addressed objects under
+  ``sessions/<id>/`` (events, items, call outputs) and ``agents/<id>/`` (specs, MCP listings);
+  session files live under ``files/``. Readers (``stream``, ``reconcile_turns``) may only get;
+  the turn steps get and put (appends and outputs; an MCP listing under ``agents/``) but never
+  delete; the ``api`` also deletes and lists, because deleting a session deletes its prefix
+  (ListObjectsV2 + DeleteObjects, which IAM authorizes as ``s3:DeleteObject`` per key) and
+  session files are listed and removed.
+* ``SECRET_ACCESS``: Secrets Manager actions, by secret name pattern under the stack's prefix
+  (``SKYLOOP_SECRETS_PREFIX``, ``skyloop.secrets``). The ``api`` creates the key secret of an
+  agent on register and writes a new value when the key changes (CreateSecret, then
+  PutSecretValue when it exists); ``call_model`` reads agents' model keys
+  (``<prefix>/<agent id>/api_key``); ``run_tool`` reads the secrets MCP headers name, which must
+  live under ``<stack>/tools/`` (beside the prefix, so neither step reads the other's secrets).
+  Nobody else touches a secret.
 """
 
 from __future__ import annotations
@@ -35,9 +55,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from skyloop.store.keys import INDEX_BY_AGENT_NAME, INDEX_BY_OWNER
+from skyloop.store.keys import INDEX_BY_AGENT_NAME, INDEX_BY_OWNER, INDEX_RUNNING
 
-TurnAction = Literal["start", "stop", "resume"]
+TurnAction = Literal["start", "stop", "resume", "describe"]
 
 
 @dataclass(frozen=True)
@@ -117,9 +137,78 @@ TABLE_ACCESS: dict[str, TableAccess] = {
             "dynamodb:ConditionCheckItem",
         )
     ),
+    "reconcile_turns": TableAccess(
+        actions=(
+            "dynamodb:GetItem",
+            "dynamodb:Query",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:ConditionCheckItem",
+        ),
+        indexes=(INDEX_RUNNING,),
+    ),
 }
 
 TURN_ACCESS: dict[str, tuple[TurnAction, ...]] = {
     "api": ("start", "stop", "resume"),
     "await_client": ("resume",),
+    "reconcile_turns": ("describe", "resume"),
+}
+
+# ------------------------------------------------------------------------------------ blobs
+# Key prefixes of the blob bucket (skyloop.store.keys.session_blob_prefix / agent_blob_prefix;
+# session files under files/). tests/infra checks they match the store's.
+SESSIONS_PREFIX = "sessions/"
+AGENTS_PREFIX = "agents/"
+FILES_PREFIX = "files/"
+
+
+@dataclass(frozen=True)
+class BlobAccess:
+    """``s3:`` object actions on keys under ``prefixes``; ``s3:ListBucket`` limited to ``list_prefixes``."""
+
+    actions: tuple[str, ...]
+    prefixes: tuple[str, ...]
+    list_prefixes: tuple[str, ...] = ()
+
+
+_READ = BlobAccess(actions=("s3:GetObject",), prefixes=(SESSIONS_PREFIX, AGENTS_PREFIX))
+_READ_WRITE = BlobAccess(actions=("s3:GetObject", "s3:PutObject"), prefixes=(SESSIONS_PREFIX, AGENTS_PREFIX))
+
+BLOB_ACCESS: dict[str, BlobAccess] = {
+    "api": BlobAccess(
+        actions=("s3:GetObject", "s3:PutObject", "s3:DeleteObject"),
+        prefixes=(SESSIONS_PREFIX, AGENTS_PREFIX, FILES_PREFIX),
+        list_prefixes=(SESSIONS_PREFIX, FILES_PREFIX),
+    ),
+    "stream": _READ,
+    "prepare_turn": _READ_WRITE,
+    "call_model": _READ_WRITE,
+    "await_client": _READ_WRITE,
+    "run_tool": _READ_WRITE,
+    "finish_turn": _READ_WRITE,
+    "fail_turn": _READ_WRITE,
+    "reconcile_turns": _READ,
+}
+
+# ---------------------------------------------------------------------------------- secrets
+# Secret name patterns, filled in by the stack: "{agents}" is SKYLOOP_SECRETS_PREFIX
+# (<stack>/agents), "{tools}" its sibling <stack>/tools. Secrets Manager appends "-" and 6 random
+# characters to every secret's ARN.
+AGENT_KEY_SECRETS = "{agents}/*/api_key"  # skyloop.secrets.api_key_secret_name
+TOOL_SECRETS = "{tools}/*"  # what MCP headers may name (SecretRef)
+
+
+@dataclass(frozen=True)
+class SecretAccess:
+    actions: tuple[str, ...]
+    names: tuple[str, ...]
+
+
+SECRET_ACCESS: dict[str, SecretAccess] = {
+    "api": SecretAccess(
+        actions=("secretsmanager:CreateSecret", "secretsmanager:PutSecretValue"), names=(AGENT_KEY_SECRETS,)
+    ),
+    "call_model": SecretAccess(actions=("secretsmanager:GetSecretValue",), names=(AGENT_KEY_SECRETS,)),
+    "run_tool": SecretAccess(actions=("secretsmanager:GetSecretValue",), names=(TOOL_SECRETS,)),
 }

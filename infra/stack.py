@@ -5,12 +5,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_logs as logs
 
+from infra import permissions
 from infra.config import StackConfig
+from infra.constructs.auth import SignIn
+from infra.constructs.blobs import BlobBucket
 from infra.constructs.edge import Edge
 from infra.constructs.functions import Functions
 from infra.constructs.http_api import HttpApi
 from infra.constructs.monitoring import Monitoring
+from infra.constructs.reconciler import Reconciler
 from infra.constructs.stream import Stream
 from infra.constructs.table import SessionTable
 from infra.constructs.turn_machine import TurnMachine
@@ -18,6 +23,11 @@ from skyloop.manifest import FUNCTIONS
 
 if TYPE_CHECKING:
     from constructs import Construct
+
+# The functions that verify bearer tokens and JWTs: every REST route and the stream.
+JWT_FUNCTIONS = ("api", "stream")
+# docs/security.md's audit query (one line per write request, in the API function's log group).
+AUDIT_QUERY_FIELDS = ["@timestamp", "principal", "action", "resource_id", "outcome"]
 
 
 class SkyloopStack(cdk.Stack):
@@ -27,11 +37,36 @@ class SkyloopStack(cdk.Stack):
         self.config = config
 
         self.data = SessionTable(self, "Data", config=config)
-        self.functions = Functions(self, "Functions", table=self.data.table, config=config)
+        self.blobs = BlobBucket(self, "Blobs", config=config)
+        self.functions = Functions(
+            self, "Functions", table=self.data.table, bucket=self.blobs.bucket, config=config
+        )
         self.turns = TurnMachine(self, "Turns", functions=self.functions, config=config)
-        self.api = HttpApi(self, "Api", handler=self.functions["api"], config=config)
+        (scheduled,) = (f for f in FUNCTIONS if f.scheduled)
+        self.reconciler = Reconciler(
+            self, "Reconciler", function=self.functions[scheduled.name], config=config
+        )
         streaming = next(f for f in FUNCTIONS if f.streaming)
+        self.sign_in = SignIn(self, "SignIn", config=config)
+        for name in JWT_FUNCTIONS:
+            for key, value in self.sign_in.environment().items():
+                self.functions[name].add_environment(key, value)
+        jwt = (
+            (self.sign_in.issuer, self.sign_in.audience)
+            if config.jwt_authorizer_on_api and self.sign_in.issuer and self.sign_in.audience
+            else None
+        )
+        self.api = HttpApi(self, "Api", handler=self.functions["api"], config=config, jwt=jwt)
         self.stream = Stream(self, "Stream", function=self.functions[streaming.name], config=config)
+        self.audit_query = logs.QueryDefinition(
+            self,
+            "AuditQuery",
+            query_definition_name=f"{self.stack_name}/audit",
+            query_string=logs.QueryString(
+                fields=AUDIT_QUERY_FIELDS, filter_statements=["audit = 1"], sort="@timestamp desc", limit=200
+            ),
+            log_groups=[self.functions.log_groups["api"]],
+        )
         self.edge = Edge(self, "Edge", api_domain_name=self.api.domain_name, stream_url=self.stream.url)
         self.monitoring = Monitoring(
             self,
@@ -48,6 +83,13 @@ class SkyloopStack(cdk.Stack):
         cdk.CfnOutput(self, "TableName", value=self.data.table.table_name)
         cdk.CfnOutput(self, "StateMachineArn", value=self.turns.machine.state_machine_arn)
         cdk.CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard_name)
+        cdk.CfnOutput(self, "BlobBucketName", value=self.blobs.bucket.bucket_name)
+        cdk.CfnOutput(self, "SecretsPrefix", value=self.functions.secrets_prefix)
+        if self.sign_in.issuer and self.sign_in.audience:
+            cdk.CfnOutput(self, "JwtIssuer", value=self.sign_in.issuer)
+            cdk.CfnOutput(self, "JwtAudience", value=self.sign_in.audience)
+        if self.sign_in.user_pool is not None:
+            cdk.CfnOutput(self, "UserPoolId", value=self.sign_in.user_pool.user_pool_id)
 
         self._acknowledge_nag_findings()
 
@@ -78,6 +120,51 @@ class SkyloopStack(cdk.Stack):
             "StopExecution (interrupt, delete) targets executions of this one state machine; "
             "execution names are per-turn response ids unknown at deploy time.",
         )
+        reconcile = next(f.name for f in FUNCTIONS if f.scheduled)
+        _ack(
+            self.functions[reconcile].role,  # type: ignore[arg-type]
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:"
+            f'execution:{{"Fn::Select":[6,{{"Fn::Split":[":",{{"Ref":"{machine_id}"}}]}}]}}:*]',
+            "DescribeExecution (is a running session's turn still executing?) targets executions of "
+            "this one state machine; execution names are per-turn response ids unknown at deploy time.",
+        )
+        bucket_id = self.get_logical_id(self.blobs.bucket.node.default_child)  # type: ignore[arg-type]
+        for prefix in sorted({p for a in permissions.BLOB_ACCESS.values() for p in a.prefixes}):
+            _ack(
+                self.functions,
+                f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{prefix}*]",
+                f"Blob keys are content hashes under per-session and per-agent prefixes created at run "
+                f"time; each role gets only the object actions infra/permissions.py BLOB_ACCESS declares, "
+                f"on the {prefix} prefix of this one bucket.",
+            )
+        for pattern in sorted({n for a in permissions.SECRET_ACCESS.values() for n in a.names}):
+            name = pattern.format(
+                agents=self.functions.secrets_prefix, tools=self.functions.tool_secrets_prefix
+            )
+            _ack(
+                self.functions,
+                "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:"
+                f"<AWS::AccountId>:secret:{name}-??????]",
+                "Agent keys are secrets named per agent id at registration (and MCP header secrets "
+                "named by the operator under the stack's tools prefix); Secrets Manager adds a random "
+                "6-character suffix to every ARN. Only the actions of infra/permissions.py "
+                "SECRET_ACCESS are granted, on this stack's prefix.",
+            )
+        if self.sign_in.user_pool is not None:
+            _ack(
+                self.sign_in.user_pool,
+                "AwsSolutions-COG8",
+                "The Essentials tier: users are invited by an operator (no self sign-up), MFA (TOTP) "
+                "is required and passwords are long; the Plus tier's threat protection is billed per "
+                "monthly active user against the scale-to-zero design. Switch feature_plan for it.",
+            )
+        _ack(
+            self.blobs.bucket,
+            "AwsSolutions-S1",
+            "Server access logs would need a second bucket and log every blob read of every turn; the "
+            "bucket is private (public access blocked, TLS only) and reached only by the stack's "
+            "function roles; CloudTrail S3 data events can record object access when an audit needs it.",
+        )
         _ack(
             self.functions,
             "AwsSolutions-L1",
@@ -91,7 +178,8 @@ class SkyloopStack(cdk.Stack):
             "Authorization is done in the functions, not by the gateway: every route needs "
             "'Authorization: Bearer <token>' checked against token hashes in the table "
             "(SKYLOOP_REQUIRE_TOKEN=true), the same check the stream function makes; a gateway "
-            "authorizer would add a Lambda invocation per request and could not cover the stream.",
+            "authorizer would add a Lambda invocation per request and could not cover the stream. "
+            "With -c jwtAuthorizerOnApi=true an HTTP API JWT authorizer (no Lambda) is added as well.",
         )
         distribution = self.edge.distribution
         _ack(

@@ -17,6 +17,7 @@ from skyloop.manifest import FUNCTIONS
 if TYPE_CHECKING:
     from aws_cdk import aws_dynamodb as dynamodb
     from aws_cdk import aws_logs as logs
+    from aws_cdk import aws_s3 as s3
 
     from infra.config import StackConfig
 
@@ -29,16 +30,32 @@ class Functions(Construct):
     """Python on arm64, code from the project (no Docker), dependencies from one layer.
 
     Roles start empty: each gets write access to its own log group, X-Ray
-    (tracing is active) and exactly the table actions declared in ``infra.permissions``.
+    (tracing is active) and exactly the table, blob and secret actions declared in
+    ``infra.permissions``.
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, table: dynamodb.ITable, config: StackConfig
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        table: dynamodb.ITable,
+        bucket: s3.IBucket,
+        config: StackConfig,
     ) -> None:
         super().__init__(scope, construct_id)
-        missing = [f.name for f in FUNCTIONS if f.name not in permissions.TABLE_ACCESS]
-        if missing:
-            raise ValueError(f"no table access declared in infra/permissions.py for: {', '.join(missing)}")
+        for what, decided in (("table", permissions.TABLE_ACCESS), ("blob", permissions.BLOB_ACCESS)):
+            missing = [f.name for f in FUNCTIONS if f.name not in decided]
+            if missing:
+                raise ValueError(
+                    f"no {what} access declared in infra/permissions.py for: {', '.join(missing)}"
+                )
+        unknown = set(permissions.SECRET_ACCESS) - {f.name for f in FUNCTIONS}
+        if unknown:
+            raise ValueError(f"secret access declared for functions not in the manifest: {sorted(unknown)}")
+        stack = cdk.Stack.of(self)
+        self.secrets_prefix = f"{stack.stack_name}/{C.SECRETS_PREFIX_PURPOSE}"
+        self.tool_secrets_prefix = f"{stack.stack_name}/{C.TOOL_SECRETS_PURPOSE}"
 
         layer_path, built = assets.layer_dir()
         self.dependencies = lambda_.LayerVersion(
@@ -97,6 +114,8 @@ class Functions(Construct):
                     "POWERTOOLS_METRICS_NAMESPACE": C.SERVICE_NAME,
                     "POWERTOOLS_LOG_LEVEL": C.POWERTOOLS_LOG_LEVEL,
                     "POWERTOOLS_TRACE_DISABLED": "false" if config.powertools_tracer else "true",
+                    "SKYLOOP_BLOB_BUCKET": bucket.bucket_name,
+                    **_optional_environment(spec.name, config),
                 },
             )
             access = permissions.TABLE_ACCESS[spec.name]
@@ -111,8 +130,90 @@ class Functions(Construct):
                     ],
                 )
             )
+            self._grant_blobs(fn, spec.name, bucket)
+            self._grant_secrets(fn, spec.name)
             self.by_name[spec.name] = fn
             self.log_groups[spec.name] = log_group
+        self._grant_bedrock(config)
+
+    def _grant_blobs(self, fn: lambda_.Function, name: str, bucket: s3.IBucket) -> None:
+        """Exactly the object actions under the declared prefixes; listing only below its prefixes
+        (the L2 grants add s3:*Object* wildcards, GetBucket* and List* on every key).
+        """
+        access = permissions.BLOB_ACCESS[name]
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=list(access.actions),
+                resources=[bucket.arn_for_objects(f"{prefix}*") for prefix in access.prefixes],
+            )
+        )
+        if access.list_prefixes:
+            fn.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["s3:ListBucket"],
+                    resources=[bucket.bucket_arn],
+                    conditions={"StringLike": {"s3:prefix": [f"{p}*" for p in access.list_prefixes]}},
+                )
+            )
+
+    def _grant_secrets(self, fn: lambda_.Function, name: str) -> None:
+        access = permissions.SECRET_ACCESS.get(name)
+        if access is None:
+            return
+        fn.add_environment("SKYLOOP_SECRETS_PREFIX", self.secrets_prefix)
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=list(access.actions),
+                resources=[
+                    self.secret_arn(
+                        pattern.format(agents=self.secrets_prefix, tools=self.tool_secrets_prefix)
+                    )
+                    for pattern in access.names
+                ],
+            )
+        )
+
+    def secret_arn(self, name_pattern: str) -> str:
+        """Secrets Manager ARNs end in ``-`` and six random characters after the name.
+
+        Built from pseudo parameters rather than the stack's env, so the ARN (and the cdk-nag
+        finding that names it) is the same in every account.
+        """
+        return (
+            f"arn:{cdk.Aws.PARTITION}:secretsmanager:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:"
+            f"secret:{name_pattern}-??????"
+        )
+
+    def _grant_bedrock(self, config: StackConfig) -> None:
+        """``bedrockModelArns``: the model step may invoke exactly those models and profiles (none by default)."""
+        if not config.bedrock_model_arns:
+            return
+        self.by_name["call_model"].add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"],
+                resources=list(config.bedrock_model_arns),
+            )
+        )
 
     def __getitem__(self, name: str) -> lambda_.Function:
         return self.by_name[name]
+
+
+# Per-principal quotas are checked where turns start and sessions are created: the API.
+QUOTA_FUNCTIONS = frozenset({"api"})
+
+
+def _optional_environment(name: str, config: StackConfig) -> dict[str, str]:
+    """Settings that exist only when their context is given (unset: the application's default)."""
+    env: dict[str, str] = {}
+    if config.outbound_allow:  # every function may open outbound URLs (model, MCP, JWKS)
+        env["SKYLOOP_OUTBOUND_ALLOW"] = ",".join(config.outbound_allow)
+    if name in QUOTA_FUNCTIONS:
+        for key, value in (
+            ("SKYLOOP_QUOTA_RUNNING_TURNS", config.quota_running_turns),
+            ("SKYLOOP_QUOTA_TURNS_PER_MINUTE", config.quota_turns_per_minute),
+            ("SKYLOOP_QUOTA_SESSIONS", config.quota_sessions),
+        ):
+            if value is not None:
+                env[key] = str(value)
+    return env

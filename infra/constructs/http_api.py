@@ -9,6 +9,7 @@ import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
+from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from aws_cdk import aws_apigatewayv2_integrations as integrations
 from constructs import Construct
 
@@ -75,14 +76,33 @@ class HttpApi(Construct):
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, handler: lambda_.IFunction, config: StackConfig
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        handler: lambda_.IFunction,
+        config: StackConfig,
+        jwt: tuple[str, str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        # jwtAuthorizerOnApi: the gateway checks the JWT (issuer, audience, signature, expiry) before
+        # the function runs; bearer tokens then no longer reach the API. Preflights stay open.
+        self.authorizer = (
+            authorizers.HttpJwtAuthorizer(
+                "Jwt",
+                jwt_issuer=jwt[0],
+                jwt_audience=[jwt[1]],
+                identity_source=["$request.header.Authorization"],
+            )
+            if jwt
+            else None
+        )
         self.api = apigwv2.HttpApi(
             self,
             "Api",
             description="skyloop REST API (served through CloudFront)",
             create_default_stage=False,
+            default_authorizer=self.authorizer,
             cors_preflight=_cors(config),
             default_integration=integrations.HttpLambdaIntegration(
                 "Handler",

@@ -115,6 +115,14 @@ class TurnMachine(Construct):
         self.machine.add_to_role_policy(
             iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[f.function_arn for f in steps])
         )
+        # The Act state's InvokeTool tasks call the function an agent's Lambda tool names
+        # (FunctionName.$ from run_tool's prepare): only the ARNs the operator listed, none by default.
+        if config.lambda_tool_arns:
+            self.machine.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["lambda:InvokeFunction"], resources=list(config.lambda_tool_arns)
+                )
+            )
 
         step_names = {f.name for f in FUNCTIONS if f.asl_key}
         for name, actions in permissions.TURN_ACCESS.items():
@@ -130,6 +138,10 @@ class TurnMachine(Construct):
                 )
             if "resume" in actions:
                 self.machine.grant(fn, "states:SendTaskSuccess")
+            if "describe" in actions:
+                fn.add_to_role_policy(
+                    iam.PolicyStatement(actions=["states:DescribeExecution"], resources=[self.executions_arn])
+                )
             fn.add_environment("SKYLOOP_STATE_MACHINE_ARN", self.machine.state_machine_arn)
 
     def _grant_to_step(self, name: str, fn: lambda_.Function, actions: tuple[str, ...]) -> None:

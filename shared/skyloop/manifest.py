@@ -24,6 +24,7 @@ class FunctionSpec(BaseModel):
     description: str
     asl_key: str | None = None  # the ${...FunctionArn} placeholder in the ASL file
     streaming: bool = False  # served through the Lambda Web Adapter on a function URL
+    scheduled: bool = False  # run on a schedule (EventBridge in the cloud, a thread locally), not by the ASL
 
     @property
     def code_dir(self) -> Path:
@@ -84,6 +85,13 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
     ),
     FunctionSpec(
         name="fail_turn", memory_mb=256, timeout_s=30, asl_key="FailTurn", description="Turn step: fail"
+    ),
+    FunctionSpec(
+        name="reconcile_turns",
+        memory_mb=256,
+        timeout_s=120,
+        scheduled=True,
+        description="Reconciler: re-send lost wake-ups, reset sessions whose execution ended",
     ),
 )
 

@@ -5,10 +5,13 @@ temporary cloud assembly, with cdk-nag attached as in production and the
 dependencies layer pointed at a missing folder, so the suite needs neither
 network nor a built layer (synth then uses the placeholder and warns). Test
 modules read the template, the validation report and the staged assets from it.
+``host_build`` (session scope) is the dependencies layer built from the lock for
+this machine, cached in ``.pytest_cache``: the artifact tests run the handlers on it.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -21,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from aws_cdk.assertions import Template
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,6 +118,28 @@ def target_python() -> TargetPython:
         check=True,
     )
     return TargetPython(python, bytes.fromhex(out.stdout.strip()))
+
+
+def _load_build_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("skyloop_layer_build", ROOT / "layers" / "build.py")
+    assert spec
+    assert spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def host_build(request: pytest.FixtureRequest, target_python: TargetPython) -> tuple[Path, Path]:
+    """``(layer, runtime)`` for this machine, from the locks, cached in .pytest_cache."""
+    build = _load_build_script()
+    cache_root = Path(request.config.cache.mkdir("skyloop-host-build"))
+    try:
+        return build.ensure_host_build(cache_root)  # type: ignore[no-any-return]
+    except SystemExit as exc:  # pip failed
+        pytest.fail(
+            f"building the layer from layers/requirements.lock failed (pip exit {exc.code}; network?)"
+        )
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ the standard library.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -29,8 +28,6 @@ from skyloop import manifest
 from tests.infra.helpers import bytecode_problems, function
 
 if TYPE_CHECKING:
-    from types import ModuleType
-
     from tests.infra.conftest import Synth, TargetPython
 
 ROOT = manifest.PROJECT_ROOT
@@ -63,28 +60,6 @@ print(json.dumps({
     "xray": "aws_xray_sdk.core" in sys.modules,
 }))
 """
-
-
-def _load_build_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("skyloop_layer_build", ROOT / "layers" / "build.py")
-    assert spec
-    assert spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="session")
-def host_build(request: pytest.FixtureRequest, target_python: TargetPython) -> tuple[Path, Path]:
-    """``(layer, runtime)`` for this machine, from the locks, cached in .pytest_cache."""
-    build = _load_build_script()
-    cache_root = Path(request.config.cache.mkdir("skyloop-host-build"))
-    try:
-        return build.ensure_host_build(cache_root)  # type: ignore[no-any-return]
-    except SystemExit as exc:  # pip failed
-        pytest.fail(
-            f"building the layer from layers/requirements.lock failed (pip exit {exc.code}; network?)"
-        )
 
 
 def _entry_points(code: Path, spec: manifest.FunctionSpec) -> list[str]:

@@ -39,20 +39,41 @@ def test_declared_table_access_is_explicit_and_scannable_by_nobody() -> None:
         assert set(access.indexes) <= set(schema.INDEXES), name
 
 
-def test_a_function_without_declared_access_stops_synth(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("decision", ["TABLE_ACCESS", "BLOB_ACCESS"])
+def test_a_function_without_declared_access_stops_synth(
+    monkeypatch: pytest.MonkeyPatch, decision: str
+) -> None:
     import aws_cdk as cdk
     from aws_cdk import aws_dynamodb as dynamodb
+    from aws_cdk import aws_s3 as s3
 
     from infra.config import StackConfig
     from infra.constructs.functions import Functions
 
-    # Given the manifest gains a function nobody gave table access to
-    monkeypatch.delitem(permissions.TABLE_ACCESS, "call_model")
+    # Given the manifest gains a function nobody gave table (or blob) access to
+    monkeypatch.delitem(getattr(permissions, decision), "call_model")
     stack = cdk.Stack(cdk.App())
     table = dynamodb.Table.from_table_name(stack, "T", "t")
+    bucket = s3.Bucket.from_bucket_name(stack, "B", "blobs")
     # Then building the functions fails and names it
     with pytest.raises(ValueError, match="call_model"):
-        Functions(stack, "Functions", table=table, config=StackConfig())
+        Functions(stack, "Functions", table=table, bucket=bucket, config=StackConfig())
+
+
+def test_secret_access_for_an_unknown_function_stops_synth(monkeypatch: pytest.MonkeyPatch) -> None:
+    import aws_cdk as cdk
+    from aws_cdk import aws_dynamodb as dynamodb
+    from aws_cdk import aws_s3 as s3
+
+    from infra.config import StackConfig
+    from infra.constructs.functions import Functions
+
+    monkeypatch.setitem(permissions.SECRET_ACCESS, "call_modle", permissions.SECRET_ACCESS["call_model"])
+    stack = cdk.Stack(cdk.App())
+    table = dynamodb.Table.from_table_name(stack, "T", "t")
+    bucket = s3.Bucket.from_bucket_name(stack, "B", "blobs")
+    with pytest.raises(ValueError, match="call_modle"):
+        Functions(stack, "Functions", table=table, bucket=bucket, config=StackConfig())
 
 
 def test_runtime_matches_the_layer_python() -> None:

@@ -25,6 +25,24 @@ ACKNOWLEDGED = {
         "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:"
         '<AWS::AccountId>:execution:{"Fn::Select":[6,{"Fn::Split":[":",{"Ref":"TurnsStateMachine4CCEF635"}]}]}:*]',
     ),
+    (
+        "/Skyloop/Functions/ReconcileTurnsRole",
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:"
+        '<AWS::AccountId>:execution:{"Fn::Select":[6,{"Fn::Split":[":",{"Ref":"TurnsStateMachine4CCEF635"}]}]}:*]',
+    ),
+    *(
+        ("/Skyloop/Functions", f"AwsSolutions-IAM5[Resource::<BlobsBucket1038ED5D.Arn>/{prefix}/*]")
+        for prefix in ("sessions", "agents", "files")
+    ),
+    *(
+        (
+            "/Skyloop/Functions",
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:"
+            f"<AWS::AccountId>:secret:Skyloop/{name}-??????]",
+        )
+        for name in ("agents/*/api_key", "tools/*")
+    ),
+    ("/Skyloop/Blobs/Bucket", "AwsSolutions-S1"),
     ("/Skyloop/Turns/StateMachine", "AwsSolutions-IAM5[Resource::*]"),
     ("/Skyloop/Api/Api", "AwsSolutions-APIG4"),
     ("/Skyloop/Edge/Distribution", "AwsSolutions-CFR1"),

@@ -17,10 +17,19 @@ from infra import assets
 from infra import constants as C
 from infra.config import StackConfig
 from skyloop import manifest
-from tests.infra.helpers import function, one, resources
+from tests.infra.helpers import as_list, function, one, resources, role_statements, statements_with
 
 TOPIC = "arn:aws:sns:eu-west-1:123456789012:skyloop-alarms"
 ORIGINS = ("https://app.example.com", "http://localhost:5173")
+MODELS = (
+    "arn:aws:bedrock:eu-west-1::foundation-model/anthropic.claude-3-5-sonnet-20240620-v1:0",
+    "arn:aws:bedrock:eu-west-1:123456789012:inference-profile/eu.anthropic.claude-3-5-sonnet-20240620-v1:0",
+)
+TOOLS = (
+    "arn:aws:lambda:eu-west-1:123456789012:function:lookup-order",
+    "arn:aws:lambda:eu-west-1:123456789012:function:refund:live",
+)
+ISSUER = "https://login.example.com/realms/skyloop"
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +49,15 @@ def prod_template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 "alarmTopicArn": TOPIC,
                 "powertoolsTracer": "true",
                 "corsOrigins": " , ".join(ORIGINS) + ",",  # as typed after -c, spaces and all
+                "reconcileMinutes": "5",
+                "bedrockModelArns": list(MODELS),  # a JSON list, as in cdk.json
+                "lambdaToolArns": ",".join(TOOLS),  # a comma-separated string, as after -c
+                "cognito": "true",
+                "jwtAuthorizerOnApi": "true",
+                "quotaRunningTurns": "2",
+                "quotaTurnsPerMinute": "30",
+                "quotaSessions": "100",
+                "outboundAllow": "10.0.0.0/8, models.internal",
             },
         )
         env = cdk.Environment(account="123456789012", region="eu-west-1")
@@ -181,3 +199,222 @@ def test_powertools_tracer_switch_turns_the_tracer_on(prod_template: dict[str, A
     # test_artifacts.py imports each handler that way from the layer)
     env = function(prod_template, spec.name)[1]["Properties"]["Environment"]["Variables"]
     assert env["POWERTOOLS_TRACE_DISABLED"] == "false"
+
+
+# ------------------------------------------------------------------- blobs in production
+def test_prod_keeps_the_blob_bucket_and_its_objects(prod_template: dict[str, Any]) -> None:
+    _, bucket = one(prod_template, "AWS::S3::Bucket")
+    assert bucket["DeletionPolicy"] == "Retain"
+    assert bucket["UpdateReplacePolicy"] == "Retain"
+    # And nothing empties it on delete
+    assert resources(prod_template, "Custom::S3AutoDeleteObjects") == {}
+
+
+def test_secrets_prefix_carries_the_stack_name(prod_template: dict[str, Any]) -> None:
+    env = function(prod_template, "api")[1]["Properties"]["Environment"]["Variables"]
+    assert env["SKYLOOP_SECRETS_PREFIX"] == "SkyloopProd/agents"
+
+
+# ---------------------------------------------------------------------------- reconciler
+def test_reconcile_minutes_sets_the_schedule(prod_template: dict[str, Any]) -> None:
+    _, rule = one(prod_template, "AWS::Events::Rule")
+    assert rule["Properties"]["ScheduleExpression"] == "rate(5 minutes)"
+
+
+@pytest.mark.parametrize("bad", ["0", "6", "60"])
+def test_reconcile_minutes_out_of_range_stops_synth(bad: str) -> None:
+    import aws_cdk as cdk
+
+    with pytest.raises(ValueError, match="reconcileMinutes"):
+        StackConfig.from_context(cdk.App(context={"reconcileMinutes": bad}).node)
+
+
+# ------------------------------------------------------------------------------- Bedrock
+def _role_statements_of(template: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    role = function(template, name)[1]["Properties"]["Role"]["Fn::GetAtt"][0]
+    return role_statements(template, role)
+
+
+def test_bedrock_invoke_is_granted_to_the_model_step_on_exactly_the_listed_arns(
+    prod_template: dict[str, Any],
+) -> None:
+    for spec in manifest.FUNCTIONS:
+        bedrock = [
+            s for s in _role_statements_of(prod_template, spec.name) if "bedrock:" in json.dumps(s["Action"])
+        ]
+        if spec.name != "call_model":
+            assert bedrock == [], spec.name
+            continue
+        (statement,) = bedrock
+        assert sorted(statement["Action"]) == ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"]
+        assert statement["Resource"] == list(MODELS)
+        assert "*" not in json.dumps(statement["Resource"])
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "*",
+        "arn:aws:bedrock:eu-west-1::foundation-model/*",
+        "arn:aws:bedrock:eu-west-1::foundation-model/anthropic.*",
+        "arn:aws:lambda:eu-west-1:123456789012:function:x",
+    ],
+)
+def test_a_wildcard_or_foreign_bedrock_arn_stops_synth(bad: str) -> None:
+    import aws_cdk as cdk
+
+    with pytest.raises(ValueError, match="bedrockModelArns"):
+        StackConfig.from_context(cdk.App(context={"bedrockModelArns": [MODELS[0], bad]}).node)
+
+
+# --------------------------------------------------------------------------- Lambda tools
+def test_machine_may_invoke_exactly_the_listed_lambda_tools(prod_template: dict[str, Any]) -> None:
+    _, machine = one(prod_template, "AWS::StepFunctions::StateMachine")
+    role_id = machine["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+    invoke = statements_with(role_statements(prod_template, role_id), "lambda:InvokeFunction")
+    # Then one statement for its own steps, one for exactly the listed tools, nothing else
+    steps = {
+        json.dumps({"Fn::GetAtt": [function(prod_template, f.name)[0], "Arn"]})
+        for f in manifest.FUNCTIONS
+        if f.asl_key
+    }
+    tool_statements = [s for s in invoke if not {json.dumps(r) for r in as_list(s["Resource"])} <= steps]
+    (tools,) = tool_statements
+    assert tools["Resource"] == list(TOOLS)
+    assert "*" not in json.dumps(tools)
+    # And no function may invoke a tool itself (the machine does)
+    for spec in manifest.FUNCTIONS:
+        assert not statements_with(_role_statements_of(prod_template, spec.name), "lambda:InvokeFunction")
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "*",
+        "arn:aws:lambda:eu-west-1:123456789012:function:*",
+        "arn:aws:lambda:eu-west-1:123456789012:function:x:*",
+        "lookup-order",
+    ],
+)
+def test_a_wildcard_lambda_tool_arn_stops_synth(bad: str) -> None:
+    import aws_cdk as cdk
+
+    with pytest.raises(ValueError, match="lambdaToolArns"):
+        StackConfig.from_context(cdk.App(context={"lambdaToolArns": bad}).node)
+
+
+# ------------------------------------------------------------------------ sign-in, quotas
+def test_cognito_user_pool_and_client_issue_the_jwts_api_and_stream_accept(
+    prod_template: dict[str, Any],
+) -> None:
+    pool_id, pool = one(prod_template, "AWS::Cognito::UserPool")
+    client_id, client = one(prod_template, "AWS::Cognito::UserPoolClient")
+    assert pool["Properties"]["AdminCreateUserConfig"]["AllowAdminCreateUserOnly"] is True
+    assert pool["Properties"]["MfaConfiguration"] == "ON"
+    assert pool["DeletionPolicy"] == "Retain"  # prod keeps its users
+    assert client["Properties"]["GenerateSecret"] is False
+    assert client["Properties"]["ExplicitAuthFlows"] == ["ALLOW_USER_SRP_AUTH", "ALLOW_REFRESH_TOKEN_AUTH"]
+    for spec in manifest.FUNCTIONS:
+        env = function(prod_template, spec.name)[1]["Properties"]["Environment"]["Variables"]
+        if spec.name in ("api", "stream"):
+            assert env["SKYLOOP_JWT_AUDIENCE"] == {"Ref": client_id}
+            assert env["SKYLOOP_JWT_ISSUER"] == {
+                "Fn::Join": [
+                    "",
+                    [
+                        "https://cognito-idp.",
+                        {"Ref": "AWS::Region"},
+                        ".",
+                        {"Ref": "AWS::URLSuffix"},
+                        "/",
+                        {"Ref": pool_id},
+                    ],
+                ]
+            }
+        else:
+            assert not [k for k in env if k.startswith("SKYLOOP_JWT_")], spec.name
+
+
+def test_jwt_authorizer_on_the_api_checks_the_same_issuer_and_audience(prod_template: dict[str, Any]) -> None:
+    _, authorizer = one(prod_template, "AWS::ApiGatewayV2::Authorizer")
+    props = authorizer["Properties"]
+    assert props["AuthorizerType"] == "JWT"
+    assert props["IdentitySource"] == ["$request.header.Authorization"]
+    api_env = function(prod_template, "api")[1]["Properties"]["Environment"]["Variables"]
+    assert props["JwtConfiguration"]["Audience"] == [api_env["SKYLOOP_JWT_AUDIENCE"]]
+    assert props["JwtConfiguration"]["Issuer"] == api_env["SKYLOOP_JWT_ISSUER"]
+    _, route = one(prod_template, "AWS::ApiGatewayV2::Route")
+    assert route["Properties"]["AuthorizationType"] == "JWT"
+
+
+def test_quotas_reach_the_api_and_outbound_allow_every_function(prod_template: dict[str, Any]) -> None:
+    for spec in manifest.FUNCTIONS:
+        env = function(prod_template, spec.name)[1]["Properties"]["Environment"]["Variables"]
+        assert env["SKYLOOP_OUTBOUND_ALLOW"] == "10.0.0.0/8,models.internal"
+        quotas = {k: v for k, v in env.items() if k.startswith("SKYLOOP_QUOTA_")}
+        if spec.name == "api":  # where quotas.before_turn / before_session run
+            assert quotas == {
+                "SKYLOOP_QUOTA_RUNNING_TURNS": "2",
+                "SKYLOOP_QUOTA_TURNS_PER_MINUTE": "30",
+                "SKYLOOP_QUOTA_SESSIONS": "100",
+            }
+        else:
+            assert quotas == {}, spec.name
+    # And the names are the ones skyloop.settings reads
+    from skyloop.settings import Settings
+
+    known = {f.alias for f in Settings.model_fields.values()}
+    env = function(prod_template, "api")[1]["Properties"]["Environment"]["Variables"]
+    assert {k for k in env if k.startswith("SKYLOOP_")} <= known
+
+
+@pytest.fixture(scope="module")
+def issuer_template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    import aws_cdk as cdk
+
+    from infra.stack import SkyloopStack, attach_nag
+
+    outdir = tmp_path_factory.mktemp("cdk.out.issuer")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(assets.LAYER_DIR_ENV, str(outdir / "no-layer-here"))
+        app = cdk.App(
+            outdir=str(outdir),
+            context={
+                "jwtIssuer": ISSUER,
+                "jwtAudience": "skyloop-cli",
+                "jwtJwksUrl": f"{ISSUER}/protocol/openid-connect/certs",
+            },
+        )
+        stack = SkyloopStack(app, "SkyloopIssuer")
+        attach_nag(app)
+        return app.synth().get_stack_by_name(stack.stack_name).template
+
+
+def test_an_existing_issuer_is_trusted_without_a_user_pool_or_gateway_authorizer(
+    issuer_template: dict[str, Any],
+) -> None:
+    assert resources(issuer_template, "AWS::Cognito::UserPool") == {}
+    assert resources(issuer_template, "AWS::ApiGatewayV2::Authorizer") == {}
+    for name in ("api", "stream"):
+        env = function(issuer_template, name)[1]["Properties"]["Environment"]["Variables"]
+        assert env["SKYLOOP_JWT_ISSUER"] == ISSUER
+        assert env["SKYLOOP_JWT_AUDIENCE"] == "skyloop-cli"
+        assert env["SKYLOOP_JWT_JWKS_URL"] == f"{ISSUER}/protocol/openid-connect/certs"
+    assert issuer_template["Outputs"]["JwtIssuer"]["Value"] == ISSUER
+
+
+@pytest.mark.parametrize(
+    "context",
+    [
+        {"cognito": "true", "jwtIssuer": ISSUER, "jwtAudience": "a"},
+        {"jwtIssuer": ISSUER},
+        {"jwtIssuer": "http://insecure.example", "jwtAudience": "a"},
+        {"jwtAuthorizerOnApi": "true"},
+        {"quotaSessions": "0"},
+    ],
+)
+def test_inconsistent_sign_in_or_quota_context_stops_synth(context: dict[str, str]) -> None:
+    import aws_cdk as cdk
+
+    with pytest.raises(ValueError, match=r"jwt|cognito|quota"):
+        StackConfig.from_context(cdk.App(context=context).node)

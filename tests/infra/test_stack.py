@@ -7,6 +7,7 @@ table from ``skyloop.store.schema`` and the state machine from
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
@@ -38,10 +39,18 @@ Template = dict[str, Any]
 CACHING_DISABLED = "4135ea2d-6df8-44a3-9df3-4b5a84be39ad"  # managed CachePolicy
 ALL_VIEWER_EXCEPT_HOST_HEADER = "b689b0a8-53d0-40ab-baf2-68738e2966ac"  # managed OriginRequestPolicy
 STEP_FUNCTIONS = [f for f in manifest.FUNCTIONS if f.asl_key]
+STEP_NAMES = {f.name for f in STEP_FUNCTIONS}
+(RECONCILER,) = (f for f in manifest.FUNCTIONS if f.scheduled)
+# CDK's provider for autoDeleteObjects on the dev stack's blob bucket (not a skyloop function).
+AUTO_DELETE_PROVIDER = "CustomS3AutoDeleteObjectsCustomResourceProviderHandler"
 
 
 def _table_id(t: Template) -> str:
     return one(t, "AWS::DynamoDB::Table")[0]
+
+
+def _bucket_id(t: Template) -> str:
+    return one(t, "AWS::S3::Bucket")[0]
 
 
 def _machine_id(t: Template) -> str:
@@ -85,13 +94,152 @@ def test_dev_stack_tears_down_cleanly(template_json: Template) -> None:
     assert {r["DeletionPolicy"] for r in resources(template_json, "AWS::Logs::LogGroup").values()} == {
         "Delete"
     }
+    # And the blob bucket too, emptied first (a bucket with objects cannot be deleted)
+    bucket_id, bucket = one(template_json, "AWS::S3::Bucket")
+    assert bucket["DeletionPolicy"] == "Delete"
+    _, empty = one(template_json, "Custom::S3AutoDeleteObjects")
+    assert empty["Properties"]["BucketName"] == {"Ref": bucket_id}
+
+
+# ------------------------------------------------------------------------------ blobs
+def test_blob_bucket_is_private_encrypted_tls_only_and_aborts_multipart_uploads(
+    template_json: Template,
+) -> None:
+    bucket_id, bucket = one(template_json, "AWS::S3::Bucket")
+    props = bucket["Properties"]
+    assert props["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    }
+    assert props["OwnershipControls"] == {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
+    assert props["BucketEncryption"] == {
+        "ServerSideEncryptionConfiguration": [{"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+    }
+    (rule,) = props["LifecycleConfiguration"]["Rules"]
+    assert rule["Status"] == "Enabled"
+    assert rule["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": C.BLOB_MULTIPART_ABORT_DAYS}
+    # And its policy refuses every request without TLS
+    (policy,) = [
+        p
+        for p in resources(template_json, "AWS::S3::BucketPolicy").values()
+        if p["Properties"]["Bucket"] == {"Ref": bucket_id}
+    ]
+    deny = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"]
+    assert deny
+    assert deny[0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert deny[0]["Action"] == "s3:*"
+    assert template_json["Outputs"]["BlobBucketName"]["Value"] == {"Ref": bucket_id}
+
+
+def test_blob_prefixes_are_the_stores() -> None:
+    from skyloop.store import keys
+
+    assert keys.session_blob_prefix("s_1").startswith(permissions.SESSIONS_PREFIX)
+    assert keys.agent_blob_prefix("a_1").startswith(permissions.AGENTS_PREFIX)
+
+
+# What each function may do in the bucket (infra/permissions.py BLOB_ACCESS): readers get, the
+# steps get and put, the API also deletes (session prefixes, files) and lists (to delete a prefix).
+BLOB_READ = {"s3:GetObject"}
+BLOB_READ_WRITE = BLOB_READ | {"s3:PutObject"}
+EXPECTED_BLOB_ACTIONS = {
+    "api": BLOB_READ_WRITE | {"s3:DeleteObject"},
+    "stream": BLOB_READ,
+    RECONCILER.name: BLOB_READ,
+    **{name: BLOB_READ_WRITE for name in STEP_NAMES},
+}
+EXPECTED_BLOB_PREFIXES = {"api": {"sessions/", "agents/", "files/"}}
+EXPECTED_LIST_PREFIXES = {"api": ["sessions/*", "files/*"]}
+
+
+def _s3_statements(t: Template, name: str) -> list[dict[str, Any]]:
+    statements = role_statements(t, _role_of(t, name))
+    return [s for s in statements if any(a.startswith("s3:") for a in as_list(s["Action"]))]
+
+
+@pytest.mark.parametrize("spec", manifest.FUNCTIONS, ids=lambda f: f.name)
+def test_blob_access_is_exactly_what_the_function_needs(
+    template_json: Template, spec: manifest.FunctionSpec
+) -> None:
+    bucket_arn = {"Fn::GetAtt": [_bucket_id(template_json), "Arn"]}
+    statements = _s3_statements(template_json, spec.name)
+    objects = [s for s in statements if s["Action"] != "s3:ListBucket"]
+    listing = [s for s in statements if s["Action"] == "s3:ListBucket"]
+    # Then the object actions are exactly the declared ones, on keys under the declared prefixes
+    assert len(objects) == 1
+    assert set(as_list(objects[0]["Action"])) == EXPECTED_BLOB_ACTIONS[spec.name]
+    assert set(permissions.BLOB_ACCESS[spec.name].actions) == EXPECTED_BLOB_ACTIONS[spec.name]
+    prefixes = EXPECTED_BLOB_PREFIXES.get(spec.name, {"sessions/", "agents/"})
+    assert sorted(as_list(objects[0]["Resource"]), key=str) == sorted(
+        ({"Fn::Join": ["", [bucket_arn, f"/{p}*"]]} for p in prefixes), key=str
+    )
+    # And only the API lists, and only below the prefixes it deletes
+    if spec.name in EXPECTED_LIST_PREFIXES:
+        (statement,) = listing
+        assert statement["Resource"] == bucket_arn
+        assert statement["Condition"] == {"StringLike": {"s3:prefix": EXPECTED_LIST_PREFIXES[spec.name]}}
+    else:
+        assert listing == []
+    # And no s3:* or bucket-wide object wildcard anywhere
+    assert "s3:*" not in json.dumps(statements)
+    assert '"/*"' not in json.dumps(statements)
+
+
+# ---------------------------------------------------------------------------- secrets
+SECRET_ARN_PREFIX = [
+    "arn:",
+    {"Ref": "AWS::Partition"},
+    ":secretsmanager:",
+    {"Ref": "AWS::Region"},
+    ":",
+    {"Ref": "AWS::AccountId"},
+]
+AGENT_KEYS = f":secret:{C.STACK_NAME}/agents/*/api_key-??????"
+TOOL_SECRETS = f":secret:{C.STACK_NAME}/tools/*-??????"
+EXPECTED_SECRET_ACCESS = {
+    "api": ({"secretsmanager:CreateSecret", "secretsmanager:PutSecretValue"}, AGENT_KEYS),
+    "call_model": ({"secretsmanager:GetSecretValue"}, AGENT_KEYS),
+    "run_tool": ({"secretsmanager:GetSecretValue"}, TOOL_SECRETS),
+}
+
+
+@pytest.mark.parametrize("spec", manifest.FUNCTIONS, ids=lambda f: f.name)
+def test_secret_access_is_scoped_to_the_stacks_prefix(
+    template_json: Template, spec: manifest.FunctionSpec
+) -> None:
+    statements = [
+        s
+        for s in role_statements(template_json, _role_of(template_json, spec.name))
+        if any(a.startswith("secretsmanager:") for a in as_list(s["Action"]))
+    ]
+    env = function(template_json, spec.name)[1]["Properties"]["Environment"]["Variables"]
+    if spec.name not in EXPECTED_SECRET_ACCESS:
+        # Then no other function may touch a secret
+        assert statements == []
+        assert "SKYLOOP_SECRETS_PREFIX" not in env
+        return
+    expected_actions, name = EXPECTED_SECRET_ACCESS[spec.name]
+    (statement,) = statements
+    assert set(as_list(statement["Action"])) == expected_actions
+    assert statement["Resource"] == {"Fn::Join": ["", [*SECRET_ARN_PREFIX, name]]}
+    # And the prefix the API names new secrets with is the one granted
+    assert env["SKYLOOP_SECRETS_PREFIX"] == f"{C.STACK_NAME}/agents"
+    from skyloop.secrets import api_key_secret_name
+
+    assert fnmatch.fnmatchcase(
+        ":secret:" + api_key_secret_name(env["SKYLOOP_SECRETS_PREFIX"], "agent_1") + "-AbC123", AGENT_KEYS
+    )
 
 
 # -------------------------------------------------------------------------- functions
 def test_functions_are_exactly_the_manifest(template_json: Template) -> None:
-    found = resources(template_json, "AWS::Lambda::Function")
+    found = {
+        k for k in resources(template_json, "AWS::Lambda::Function") if not k.startswith(AUTO_DELETE_PROVIDER)
+    }
     assert len(found) == len(manifest.FUNCTIONS)
-    assert {function(template_json, f.name)[0] for f in manifest.FUNCTIONS} == set(found)
+    assert {function(template_json, f.name)[0] for f in manifest.FUNCTIONS} == found
 
 
 @pytest.mark.parametrize("spec", manifest.FUNCTIONS, ids=lambda f: f.name)
@@ -121,11 +269,15 @@ def test_function_environment(template_json: Template, spec: manifest.FunctionSp
     # And every SKYLOOP_ variable is one skyloop.settings knows (no typo goes unnoticed)
     known = {f.alias for f in Settings.model_fields.values()}
     assert {k for k in env if k.startswith("SKYLOOP_")} <= known
-    # And only the API starts and stops turns
-    if spec.name in {n for n, a in permissions.TURN_ACCESS.items() if "start" in a}:
+    # And every function uses the store, so every one knows the blob bucket
+    assert env["SKYLOOP_BLOB_BUCKET"] == {"Ref": _bucket_id(template_json)}
+    # And the functions that drive turns from outside (API, reconciler) know the machine
+    if spec.name in set(permissions.TURN_ACCESS) - STEP_NAMES:
         assert env["SKYLOOP_STATE_MACHINE_ARN"] == {"Ref": _machine_id(template_json)}
     else:
         assert "SKYLOOP_STATE_MACHINE_ARN" not in env
+    # And with no context for them, no quota, JWT or outbound allow-list is set
+    assert not {k for k in env if k.startswith(("SKYLOOP_QUOTA_", "SKYLOOP_JWT_", "SKYLOOP_OUTBOUND_"))}
 
 
 @pytest.mark.parametrize("spec", manifest.FUNCTIONS, ids=lambda f: f.name)
@@ -256,8 +408,9 @@ EXPECTED_TABLE_ACTIONS = {
     "api": STEP_ACTIONS | {"dynamodb:DeleteItem", "dynamodb:BatchWriteItem"},
     "stream": READS,
     **{f.name: STEP_ACTIONS for f in STEP_FUNCTIONS},
+    RECONCILER.name: STEP_ACTIONS,
 }
-EXPECTED_INDEXES = {"api": {"by_owner", "by_agent_name"}}
+EXPECTED_INDEXES = {"api": {"by_owner", "by_agent_name"}, RECONCILER.name: {"running_sessions"}}
 
 
 def _table_statements(t: Template, name: str) -> list[dict[str, Any]]:
@@ -302,6 +455,7 @@ def test_turn_access_is_as_declared(template_json: Template, spec: manifest.Func
             "start": "states:StartExecution",
             "stop": "states:StopExecution",
             "resume": "states:SendTaskSuccess",
+            "describe": "states:DescribeExecution",
         }[a]
         for a in declared
     }
@@ -321,6 +475,49 @@ def test_api_turn_grants_target_this_machine(template_json: Template) -> None:
         role_statements(template_json, _role_of(template_json, "await_client")), "states:SendTaskSuccess"
     )
     assert resume[0]["Resource"] == machine
+
+
+def test_reconciler_runs_on_a_schedule_and_reads_executions_of_this_machine(template_json: Template) -> None:
+    fn_id, _ = function(template_json, RECONCILER.name)
+    # Given the EventBridge rule: every reconcileMinutes (default 2), the reconciler, no retries
+    _, rule = one(template_json, "AWS::Events::Rule")
+    props = rule["Properties"]
+    assert props["ScheduleExpression"] == f"rate({C.RECONCILE_DEFAULT_MINUTES} minutes)"
+    assert props["State"] == "ENABLED"
+    (target,) = props["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": [fn_id, "Arn"]}
+    assert target["RetryPolicy"]["MaximumRetryAttempts"] == 0
+    (permission,) = [
+        p["Properties"]
+        for p in resources(template_json, "AWS::Lambda::Permission").values()
+        if p["Properties"]["Principal"] == "events.amazonaws.com"
+    ]
+    assert permission["FunctionName"] == {"Fn::GetAtt": [fn_id, "Arn"]}
+    # And it may describe executions of this machine only, and wake a parked one
+    statements = role_statements(template_json, _role_of(template_json, RECONCILER.name))
+    (describe,) = statements_with(statements, "states:DescribeExecution")
+    assert ":execution:" in json.dumps(describe["Resource"])
+    assert _machine_id(template_json) in json.dumps(describe["Resource"])
+    assert statements_with(statements, "states:SendTaskSuccess")[0]["Resource"] == {
+        "Ref": _machine_id(template_json)
+    }
+    # And it never starts or stops a turn, and the ASL never names it
+    assert not statements_with(statements, "states:StartExecution")
+    assert not statements_with(statements, "states:StopExecution")
+    assert RECONCILER.asl_key is None
+
+
+def test_reconciler_is_the_one_the_local_stack_runs() -> None:
+    # The local stack runs skyloop.turns.reconcile.reconcile in-process; the function does the same
+    source = (RECONCILER.code_dir / "handler.py").read_text()
+    assert "from skyloop.turns.reconcile import reconcile" in source
+    assert "reconcile(deps.store(), deps.engine())" in source
+
+
+def test_no_bedrock_access_without_model_arns(template_json: Template) -> None:
+    for spec in manifest.FUNCTIONS:
+        granted = actions(role_statements(template_json, _role_of(template_json, spec.name)))
+        assert not {a for a in granted if a.startswith("bedrock:")}, spec.name
 
 
 # Actions that support no resource-level permissions: the only ones allowed on "*" (see the
@@ -419,7 +616,27 @@ def _tasks(states: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[s
             yield from _tasks(state["ItemProcessor"]["States"], f"{path}{name}/")
 
 
+def test_act_state_maps_server_tools_whose_function_comes_from_the_step(template_json: Template) -> None:
+    _, machine = one(template_json, "AWS::StepFunctions::StateMachine")
+    asl = json.loads(machine["Properties"]["DefinitionString"])
+    act = asl["States"]["Act"]
+    assert act["Type"] == "Parallel"
+    maps = {
+        name: state
+        for branch in act["Branches"]
+        for name, state in branch["States"].items()
+        if state["Type"] == "Map"
+    }
+    assert set(maps) == {"RunTools", "RunApprovedTools"}
+    for state in maps.values():
+        invoke = state["ItemProcessor"]["States"]["InvokeTool"]
+        # the tool's ARN is data (run_tool's prepare answers it), so IAM alone bounds what runs
+        assert invoke["Resource"] == "arn:aws:states:::lambda:invoke"
+        assert invoke["Parameters"]["FunctionName.$"] == "$.prepared.invoke.function"
+
+
 def test_machine_invokes_exactly_its_step_functions(template_json: Template) -> None:
+    # Given no lambdaToolArns in cdk.json: the machine may invoke its steps and no tool at all
     _, machine = one(template_json, "AWS::StepFunctions::StateMachine")
     role_id = machine["Properties"]["RoleArn"]["Fn::GetAtt"][0]
     invoke = statements_with(role_statements(template_json, role_id), "lambda:InvokeFunction")
@@ -586,6 +803,17 @@ def test_stream_behavior_keeps_the_bearer_token_past_origin_signing(template_jso
 
 
 # ------------------------------------------------------------------------- operations
+def test_audit_query_is_saved_for_the_api_log_group(template_json: Template) -> None:
+    _, query = one(template_json, "AWS::Logs::QueryDefinition")
+    props = query["Properties"]
+    assert props["LogGroupNames"] == [
+        function(template_json, "api")[1]["Properties"]["LoggingConfig"]["LogGroup"]
+    ]
+    assert "filter audit = 1" in props["QueryString"]
+    for field in ("principal", "action", "resource_id", "outcome"):
+        assert field in props["QueryString"]
+
+
 def test_outputs_name_the_endpoint_table_and_state_machine(template_json: Template) -> None:
     outputs = template_json["Outputs"]
     distribution_id, _ = one(template_json, "AWS::CloudFront::Distribution")

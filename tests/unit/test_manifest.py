@@ -65,10 +65,11 @@ def test_asl_placeholders_match_the_substitutions() -> None:
     assert all(key.endswith("FunctionArn") for key in provided)
 
 
-def test_streaming_functions_are_not_steps() -> None:
+def test_streaming_and_scheduled_functions_are_not_steps() -> None:
     for spec in manifest.FUNCTIONS:
-        if spec.streaming:
+        if spec.streaming or spec.scheduled:
             assert spec.asl_key is None, spec.name
+        assert not (spec.streaming and spec.scheduled), spec.name
 
 
 def test_render_asl_leaves_no_placeholder() -> None:
