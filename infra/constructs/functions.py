@@ -161,6 +161,8 @@ class Functions(Construct):
         if access is None:
             return
         fn.add_environment("SKYLOOP_SECRETS_PREFIX", self.secrets_prefix)
+        # where a principal's MCP header secrets must be named (checked at agent registration)
+        fn.add_environment("SKYLOOP_TOOL_SECRETS_PREFIX", self.tool_secrets_prefix)
         fn.add_to_role_policy(
             iam.PolicyStatement(
                 actions=list(access.actions),

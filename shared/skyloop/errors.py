@@ -32,6 +32,12 @@ class InvalidInputError(SkyloopError):
     status = 400
 
 
+class SecretNotAllowedError(InvalidInputError):
+    """A declared tool names a secret outside what the caller may use; nothing was written."""
+
+    code = "secret_not_allowed"
+
+
 class ImageNotSupportedError(InvalidInputError):
     """The message carries an image the agent's model cannot take; nothing was written."""
 

@@ -8,7 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from skyloop import principals
-from skyloop.errors import InvalidInputError, NotFoundError
+from skyloop.errors import InvalidInputError, NotFoundError, SecretNotAllowedError
 from skyloop.ids import is_hex32, new_id
 from skyloop.models.agent import Agent, AgentSpec
 from skyloop.models.session import Session, token_usage
@@ -123,6 +123,23 @@ def check_outbound(spec: AgentSpec, declared: DeclaredTools) -> None:
         check_url(auth.base_url, settings, what="executor.auth.base_url")
     for name, server in declared.mcp.items():
         check_url(server.url, settings, what=f"tools.{name}.url")
+    if settings.tool_secrets_prefix:
+        check_tool_secrets(declared, settings.tool_secrets_prefix)
+
+
+def check_tool_secrets(declared: DeclaredTools, prefix: str) -> None:
+    """MCP header secrets must be the caller's own: another principal's would leave with our request."""
+    from skyloop.tools.declared import SecretRef
+
+    me = principals.current()
+    mine = f"{prefix.rstrip('/')}/" if me.is_admin else f"{prefix.rstrip('/')}/{me.name}/"
+    for name, server in declared.mcp.items():
+        for header, value in server.headers.items():
+            if isinstance(value, SecretRef) and not value.secret.startswith(mine):
+                raise SecretNotAllowedError(
+                    f"tools.{name}.headers.{header}: secret {value.secret!r} must be named under {mine!r}"
+                    " (this deployment reads MCP header secrets only there)"
+                )
 
 
 def get_agent(store: Store, agent_id: str) -> Agent:

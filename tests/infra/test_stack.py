@@ -219,6 +219,7 @@ def test_secret_access_is_scoped_to_the_stacks_prefix(
         # Then no other function may touch a secret
         assert statements == []
         assert "SKYLOOP_SECRETS_PREFIX" not in env
+        assert "SKYLOOP_TOOL_SECRETS_PREFIX" not in env
         return
     expected_actions, name = EXPECTED_SECRET_ACCESS[spec.name]
     (statement,) = statements
@@ -226,6 +227,8 @@ def test_secret_access_is_scoped_to_the_stacks_prefix(
     assert statement["Resource"] == {"Fn::Join": ["", [*SECRET_ARN_PREFIX, name]]}
     # And the prefix the API names new secrets with is the one granted
     assert env["SKYLOOP_SECRETS_PREFIX"] == f"{C.STACK_NAME}/agents"
+    # and the folder registration makes principals name MCP header secrets in is the one run_tool reads
+    assert env["SKYLOOP_TOOL_SECRETS_PREFIX"] == f"{C.STACK_NAME}/tools"
     from skyloop.secrets import api_key_secret_name
 
     assert fnmatch.fnmatchcase(
