@@ -48,7 +48,8 @@ def session_status(
 
 
 def interrupted(response_id: str) -> dict[str, Any]:
-    return {"data": {"requested_at": server_time(), "response_id": response_id}}
+    """``requested_at`` is epoch seconds, an int, as omnigent's ``SessionInterruptedPayload`` wants."""
+    return {"data": {"requested_at": int(time.time()), "response_id": response_id}}
 
 
 def input_consumed(item_id: str, data: dict[str, Any]) -> dict[str, Any]:

@@ -121,8 +121,12 @@ def start_or_join(
     tools: list[ClientTool] | None,
     *,
     idempotency_key: str | None = None,
+    model_override: str | None = None,
 ) -> dict[str, Any]:
     """Persist a user message, then start a turn, or hand the message to the running one.
+
+    ``model_override`` (omnigent's per-event override) applies to the turn this message starts;
+    like ``tools`` it is ignored when the message joins a running turn.
 
     With an ``idempotency_key`` the item and turn ids derive from the key and
     the append is deduplicated on it, so a client that re-posts after a lost
@@ -170,6 +174,7 @@ def start_or_join(
                 agent_id=agent.id,
                 created_at=int(time.time()),
                 tools=tools or [],
+                model_override=model_override,
             )
         batch.items.append(
             NewItem(
