@@ -218,10 +218,7 @@ def claim_attempt(store: Store, state: TurnState) -> int:
         if store.claim(state.session_id, f"{state.response_id}:{state.iteration}:attempt:{attempt}"):
             if attempt:
                 batch = lifecycle.turn_append(state, f"{state.response_id}:{state.iteration}:retry:{attempt}")
-                batch.event(
-                    ev.RESPONSE_RETRY,
-                    {"response_id": state.response_id, "attempt": attempt, "reason": "model step retried"},
-                )
+                batch.event(ev.RESPONSE_RETRY, ev.retry(state.response_id, attempt, MAX_ATTEMPTS))
                 lifecycle.append_active(store, batch)
             return attempt
     raise TurnError("internal_error", "the model step was retried too many times")
