@@ -86,6 +86,8 @@ def register_agent(
     declared = declared_tools(spec.tools)  # a bad server tool is a 400 now, not a failed turn later
     check_outbound(spec, declared)
     agent_id = new_id()
+    owner = principals.current().name
+    previous = store.find_agent_by_name(spec.name, owner=owner)
     secret_name = None
     auth = spec.executor.auth
     if auth is not None and auth.api_key is not None:
@@ -107,7 +109,8 @@ def register_agent(
         created_at=int(time.time()),
         spec=spec,
         api_key_secret=secret_name,
-        owner=principals.current().name,
+        owner=owner,
+        version=previous.version + 1 if previous else 1,
     )
     store.put_agent(agent)
     return agent
@@ -135,6 +138,51 @@ def get_agent(store: Store, agent_id: str) -> Agent:
     if not principals.current().owns(agent.owner):
         raise missing
     return agent
+
+
+def list_latest_agents(
+    store: Store, *, owner: str, limit: int, after: str | None
+) -> tuple[list[Agent], bool]:
+    """The newest version of each of the owner's agent names, newest first; ``after`` is an id on it."""
+    latest: dict[str, Agent] = {}
+    cursor: str | None = None
+    while True:
+        found, more = store.list_agents(owner=owner, limit=1000, descending=True, after=cursor)
+        for agent in found:
+            latest.setdefault(agent.name, agent)
+        if not more or not found:
+            break
+        cursor = found[-1].id
+    rows = list(latest.values())
+    if after:
+        ids = [a.id for a in rows]
+        if after not in ids:
+            raise InvalidInputError(f"cursor agent '{after}' is not in this listing")
+        rows = rows[ids.index(after) + 1 :]
+    return rows[:limit], len(rows) > limit
+
+
+def count_agent_sessions(store: Store, agent: Agent) -> int:
+    """Sessions (archived too) of the agent's name and owner: the ones a removal would break."""
+    count, after = 0, None
+    while True:
+        found, more = store.list_sessions(
+            owner=agent.owner, agent_name=agent.name, archived=None, limit=1000, after=after
+        )
+        count += len(found)
+        if not more or not found:
+            return count
+        after = found[-1].id
+
+
+def remove_agent(store: Store, agent: Agent) -> int:
+    """Delete every version of the agent's name (omnigent removes an agent, not a version)."""
+    removed = 0
+    while (newest := store.find_agent_by_name(agent.name, owner=agent.owner)) is not None:
+        store.delete_agent(newest.id)
+        removed += 1
+    store.delete_agent(agent.id)  # an older version passed by id, if the name moved on
+    return max(removed, 1)
 
 
 def get_session(store: Store, session_id: str) -> Session:

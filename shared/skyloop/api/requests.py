@@ -286,8 +286,17 @@ class ListQuery(BaseModel):
 
 
 class AgentListQuery(ListQuery):
+    """``scope=user`` (omnigent's ``agent list``) lists one row per name, its newest version."""
+
     name: str | None = Field(default=None, max_length=128)
+    scope: Literal["user", "all"] | None = None
     owner: str | None = Field(default=None, max_length=256, description="an admin token may list another's")
+
+
+class AgentDeleteQuery(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    force: bool = False
 
 
 class SessionListQuery(ListQuery):

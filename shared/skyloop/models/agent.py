@@ -86,6 +86,7 @@ class Agent(BaseModel):
     name: str
     created_at: int
     spec: AgentSpec
+    version: int = 1  # 1 for a name's first upload by its owner, then one more per upload (omnigent)
     owner: str = "local"  # the principal the agent version belongs to
     api_key_secret: str | None = (
         None  # the Secrets Manager secret holding the model key (see skyloop.secrets)
@@ -97,6 +98,7 @@ class Agent(BaseModel):
             "id": self.id,
             "object": "agent",
             "name": self.name,
+            "version": self.version,
             "description": spec.description,
             "created_at": self.created_at,
             "updated_at": self.created_at,
