@@ -81,9 +81,10 @@ def register_agent(
     A model key in the spec goes to the secret store; the stored version keeps
     only the secret's name (see :mod:`skyloop.secrets`).
     """
-    from skyloop.tools.declared import declared_tools
+    from skyloop.tools.declared import declared_client_tools, declared_tools
 
     declared = declared_tools(spec.tools)  # a bad server tool is a 400 now, not a failed turn later
+    declared_client_tools(spec.tools)  # and so is a bad client tool
     check_outbound(spec, declared)
     agent_id = new_id()
     owner = principals.current().name

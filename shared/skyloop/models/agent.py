@@ -93,6 +93,9 @@ class Agent(BaseModel):
     )
 
     def to_api(self) -> dict[str, Any]:
+        """``tools`` is omnigent's list (each with ``runtime``); ``tool_spec`` the spec's own form."""
+        from skyloop.tools.declared import tool_entries
+
         spec = self.spec
         return {
             "id": self.id,
@@ -105,7 +108,8 @@ class Agent(BaseModel):
             "harness": spec.executor.harness,
             "model": spec.executor.model,
             "prompt": spec.prompt,
-            "tools": spec.tools,
+            "tools": tool_entries(spec.tools),
+            "tool_spec": spec.tools,
             "limits": spec.limits.model_dump(),
             "base_url": spec.executor.auth.base_url if spec.executor.auth else None,
         }

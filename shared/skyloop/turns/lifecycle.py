@@ -130,8 +130,12 @@ def start_or_join(
 
     With an ``idempotency_key`` the item and turn ids derive from the key and
     the append is deduplicated on it, so a client that re-posts after a lost
-    answer gets the first answer back and starts nothing twice.
+    answer gets the first answer back and starts nothing twice. The agent's own
+    ``runtime: client`` tools are offered on every turn it starts, the message's winning a clash.
     """
+    from skyloop.tools.declared import declared_client_tools, merge_client_tools
+
+    tools = merge_client_tools(declared_client_tools(agent.spec.tools), tools)
     check_tool_names(store, agent, tools)
     if idempotency_key:
         item_id = derived_id("message", session_id, idempotency_key)
