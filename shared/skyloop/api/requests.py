@@ -242,8 +242,13 @@ class SessionEventRequest(BaseModel):
     type: str = Field(min_length=1, max_length=64)
     data: dict[str, Any] = Field(default_factory=dict)
     tools: list[FunctionTool] | None = Field(default=None, max_length=MAX_TOOLS)
-    model_override: str | None = Field(default=None, max_length=256)
+    model_override: str | None = None  # the turn this message starts uses it ("default": the session's)
     created_by: str | None = None
+
+    @field_validator("model_override")
+    @classmethod
+    def _model(cls, value: str | None) -> str | None:
+        return parse_model_override(value)
 
     @field_validator("type")
     @classmethod

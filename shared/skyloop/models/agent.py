@@ -41,6 +41,9 @@ class AgentExecutor(BaseModel):
     region: str | None = Field(default=None, pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")  # bedrock-converse only
     max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
     temperature: float | None = Field(default=None, ge=0, le=2)
+    # openai-agents: reasoning={"effort": ...}; chat-completions: reasoning_effort; bedrock-converse: none.
+    # A session's PATCHed reasoning_effort replaces it for that session's model calls.
+    reasoning_effort: str | None = Field(default=None, pattern=r"^(none|minimal|low|medium|high|xhigh|max)$")
 
     @field_validator("harness")
     @classmethod
