@@ -47,6 +47,7 @@ class Omnigent:
             "NO_PROXY": "127.0.0.1,localhost",
             "OMNIGENT_DISABLE_UPDATE_CHECK": "1",
             "PYTHONUNBUFFERED": "1",
+            "COLUMNS": "400",  # rich folds long names in narrow tables
             **extra,
         }
 
