@@ -48,7 +48,21 @@ def session_status(
 
 
 def interrupted(response_id: str) -> dict[str, Any]:
-    return {"data": {"requested_at": server_time(), "response_id": response_id}}
+    """``requested_at`` is epoch seconds, an int, as omnigent's ``SessionInterruptedPayload`` wants."""
+    return {"data": {"requested_at": int(time.time()), "response_id": response_id}}
+
+
+def retry(response_id: str, attempt: int, max_attempts: int) -> dict[str, Any]:
+    """omnigent's ``RetryEvent``; ``attempt`` stays skyloop's 0-based count of the retry (1 = first)."""
+    return {
+        "response_id": response_id,
+        "source": "llm",
+        "attempt": attempt,
+        "max_attempts": max_attempts,
+        "delay_seconds": 0.0,
+        "error": {"code": "model_step_retried", "message": "the model call is being attempted again"},
+        "reason": "model step retried",
+    }
 
 
 def input_consumed(item_id: str, data: dict[str, Any]) -> dict[str, Any]:

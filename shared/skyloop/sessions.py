@@ -15,6 +15,7 @@ from skyloop.models.session import Session, token_usage
 from skyloop.secrets import api_key_secret_name
 
 if TYPE_CHECKING:
+    from skyloop.api.requests import SessionListQuery
     from skyloop.secrets import SecretStore
     from skyloop.store import Store
     from skyloop.tools.declared import DeclaredTools
@@ -80,11 +81,14 @@ def register_agent(
     A model key in the spec goes to the secret store; the stored version keeps
     only the secret's name (see :mod:`skyloop.secrets`).
     """
-    from skyloop.tools.declared import declared_tools
+    from skyloop.tools.declared import declared_client_tools, declared_tools
 
     declared = declared_tools(spec.tools)  # a bad server tool is a 400 now, not a failed turn later
+    declared_client_tools(spec.tools)  # and so is a bad client tool
     check_outbound(spec, declared)
     agent_id = new_id()
+    owner = principals.current().name
+    previous = store.find_agent_by_name(spec.name, owner=owner)
     secret_name = None
     auth = spec.executor.auth
     if auth is not None and auth.api_key is not None:
@@ -106,7 +110,8 @@ def register_agent(
         created_at=int(time.time()),
         spec=spec,
         api_key_secret=secret_name,
-        owner=principals.current().name,
+        owner=owner,
+        version=previous.version + 1 if previous else 1,
     )
     store.put_agent(agent)
     return agent
@@ -153,6 +158,51 @@ def get_agent(store: Store, agent_id: str) -> Agent:
     return agent
 
 
+def list_latest_agents(
+    store: Store, *, owner: str, limit: int, after: str | None
+) -> tuple[list[Agent], bool]:
+    """The newest version of each of the owner's agent names, newest first; ``after`` is an id on it."""
+    latest: dict[str, Agent] = {}
+    cursor: str | None = None
+    while True:
+        found, more = store.list_agents(owner=owner, limit=1000, descending=True, after=cursor)
+        for agent in found:
+            latest.setdefault(agent.name, agent)
+        if not more or not found:
+            break
+        cursor = found[-1].id
+    rows = list(latest.values())
+    if after:
+        ids = [a.id for a in rows]
+        if after not in ids:
+            raise InvalidInputError(f"cursor agent '{after}' is not in this listing")
+        rows = rows[ids.index(after) + 1 :]
+    return rows[:limit], len(rows) > limit
+
+
+def count_agent_sessions(store: Store, agent: Agent) -> int:
+    """Sessions (archived too) of the agent's name and owner: the ones a removal would break."""
+    count, after = 0, None
+    while True:
+        found, more = store.list_sessions(
+            owner=agent.owner, agent_name=agent.name, archived=None, limit=1000, after=after
+        )
+        count += len(found)
+        if not more or not found:
+            return count
+        after = found[-1].id
+
+
+def remove_agent(store: Store, agent: Agent) -> int:
+    """Delete every version of the agent's name (omnigent removes an agent, not a version)."""
+    removed = 0
+    while (newest := store.find_agent_by_name(agent.name, owner=agent.owner)) is not None:
+        store.delete_agent(newest.id)
+        removed += 1
+    store.delete_agent(agent.id)  # an older version passed by id, if the name moved on
+    return max(removed, 1)
+
+
 def get_session(store: Store, session_id: str) -> Session:
     """The session, if the caller's principal may see it; another principal's is "not found" too."""
     missing = NotFoundError(f"Session not found: '{session_id}'")
@@ -171,6 +221,9 @@ def create_session(
     *,
     title: str | None = None,
     labels: dict[str, str] | None = None,
+    workspace: str | None = None,
+    reasoning_effort: str | None = None,
+    model_override: str | None = None,
 ) -> Session:
     now = int(time.time())
     session = Session(
@@ -183,6 +236,9 @@ def create_session(
         labels=labels or {},
         runner_id=runners.default_runner_id,
         owner=principals.current().name,
+        workspace=workspace,
+        reasoning_effort=reasoning_effort or None,
+        model_override=model_override or None,
     )
     store.create_session(session)
     return session
@@ -213,6 +269,24 @@ def snapshot(
         "active_response_id": session.active_response_id,
         "last_event_id": session.last_seq,
         **usage_fields(store, session),
+        **agent_fields(_agent_or_none(store, session.agent_id), session),
+    }
+
+
+def _agent_or_none(store: Store, agent_id: str) -> Agent | None:
+    try:
+        return store.get_agent(agent_id)
+    except NotFoundError:  # a removed agent leaves its sessions readable
+        return None
+
+
+def agent_fields(agent: Agent | None, session: Session) -> dict[str, Any]:
+    """What omnigent's snapshot says of the model: the agent's model and harness, the override."""
+    return {
+        "llm_model": agent.spec.executor.model if agent else None,
+        "harness": agent.spec.executor.harness if agent else None,
+        "model_override": session.model_override,
+        "context_window": None,
     }
 
 
@@ -242,22 +316,71 @@ def list_item(session: Session) -> dict[str, Any]:
         "labels": session.labels,
         "runner_id": session.runner_id,
         "archived": session.archived,
+        "workspace": session.workspace,
+        "reasoning_effort": session.reasoning_effort,
+        "model_override": session.model_override,
+        "external_session_id": session.external_session_id,
+        "owner": session.owner,
+        "host_id": None,
+        "parent_session_id": None,
+        "pending_elicitations_count": 0,
     }
 
 
 def update_session(store: Store, session: Session, runners: Runners, changes: dict[str, Any]) -> Session:
+    """Apply a PATCH: labels merge (an empty value removes the key) and ``""`` clears an override."""
     updates: dict[str, Any] = {}
     if "runner_id" in changes:
         runner_id = (changes["runner_id"] or "").strip()
         if runner_id and not runners.is_registered(runner_id):
             raise InvalidInputError(f"runner '{runner_id}' is not registered")
         updates["runner_id"] = runner_id or None
-    for key in ("title", "labels", "archived"):
+    for key in ("title", "archived", "external_session_id"):
         if key in changes and changes[key] is not None:
             updates[key] = changes[key]
+    for key in ("reasoning_effort", "model_override"):
+        if key in changes and changes[key] is not None:
+            updates[key] = changes[key] or None  # "" (a clear alias) removes it
+    if changes.get("labels") is not None:
+        merged = {**session.labels, **changes["labels"]}
+        updates["labels"] = {k: v for k, v in merged.items() if v != ""}
     if not updates:
         return session
     return store.update_session(session.id, updates)
+
+
+def list_sessions(store: Store, q: SessionListQuery, *, owner: str) -> tuple[list[Session], bool]:
+    """A page of sessions as omnigent lists them (``visibility``, ``sort_by``; see the query model).
+
+    ``created_at`` order is the store's index; ``updated_at`` order reads the owner's matching
+    sessions (bounded by the stored-sessions quota) and sorts them, newest edit first.
+    """
+    if q.lists_nothing():
+        return [], False
+    kwargs: dict[str, Any] = {
+        "owner": owner,
+        "agent_name": q.agent_name,
+        "agent_id": q.agent_id,
+        "archived": q.archived_filter(),
+    }
+    descending = q.order == "desc"
+    if q.sort_by == "created_at":
+        return store.list_sessions(**kwargs, limit=q.limit, descending=descending, after=q.after)
+    everything: list[Session] = []
+    after: str | None = None
+    while True:
+        found, more = store.list_sessions(**kwargs, limit=1000, descending=True, after=after)
+        everything.extend(found)
+        if not more or not found:
+            break
+        after = found[-1].id
+    everything.sort(key=lambda s: (s.updated_at, s.created_at, s.id), reverse=descending)
+    if q.after:
+        ids = [s.id for s in everything]
+        if q.after not in ids:
+            raise InvalidInputError(f"cursor session '{q.after}' is not in this listing")
+        everything = everything[ids.index(q.after) + 1 :]
+    return everything[: q.limit], len(everything) > q.limit
 
 
 def page_items(

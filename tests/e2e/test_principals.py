@@ -136,6 +136,7 @@ MESSAGE = {"type": "message", "data": {"role": "user", "content": [{"type": "inp
 # (method, OpenAPI path) -> a body that would succeed for the owner
 CROSS_CASES: dict[tuple[str, str], dict[str, Any] | None] = {
     ("GET", "/v1/agents/{agent_id}"): None,
+    ("DELETE", "/v1/agents/{agent_id}"): None,
     ("GET", "/v1/sessions/{session_id}"): None,
     ("PATCH", "/v1/sessions/{session_id}"): {"title": "bob was here", "archived": True},
     ("DELETE", "/v1/sessions/{session_id}"): None,
@@ -147,6 +148,8 @@ CROSS_CASES: dict[tuple[str, str], dict[str, Any] | None] = {
 NO_ID_ROUTES = {
     ("GET", "/health"),
     ("GET", "/openapi.json"),
+    ("GET", "/v1/info"),
+    ("GET", "/api/version"),
     ("GET", "/v1/runners"),
     ("GET", "/v1/runners/{runner_id}/status"),
     ("GET", "/v1/agents"),
@@ -191,6 +194,7 @@ def test_every_route_with_another_principals_id_is_not_found(tenants: Tenants) -
         # And bob's lists show nothing of alice's
         assert bob.get("/v1/sessions").json()["data"] == []
         assert bob.get("/v1/agents").json()["data"] == []
+        assert bob.get("/v1/agents", params={"scope": "user"}).json()["data"] == []
         assert bob.get("/v1/agents", params={"name": "helper"}).json()["data"] == []
         # And naming alice as the owner to list is refused to a non-admin
         refused = bob.get("/v1/sessions", params={"owner": "alice"})

@@ -38,6 +38,18 @@ SNAPSHOT_FIELDS = {
     "last_task_error",
     "active_response_id",
     "last_event_id",
+    # omnigent's snapshot fields
+    "workspace",
+    "reasoning_effort",
+    "model_override",
+    "external_session_id",
+    "owner",
+    "host_id",
+    "parent_session_id",
+    "pending_elicitations_count",
+    "llm_model",
+    "harness",
+    "context_window",
 }
 USER_MESSAGE = {"role": "user", "content": [{"type": "input_text", "text": "hi"}]}
 

@@ -618,6 +618,23 @@ def test_agent_versions_newest_first_and_keep_no_key(store: Store) -> None:
         store.list_agents(owner=owner, after=uuid.uuid4().hex)
 
 
+def test_an_agent_version_keeps_its_version_number_and_can_be_deleted(store: Store) -> None:
+    owner = f"o-{uuid.uuid4().hex[:8]}"
+    name = f"agent-{uuid.uuid4().hex[:8]}"
+    v1 = _agent(store, name, owner)
+    v2 = Agent(**{**store.get_agent(v1.id).model_dump(), "id": uuid.uuid4().hex, "version": 2})
+    store.put_agent(v2)
+    store.put_tool_listing(v2.id, "srv", [{"name": "t"}])
+    assert store.get_agent(v2.id).version == 2
+    assert store.get_agent(v1.id).version == 1
+    store.delete_agent(v2.id)
+    with pytest.raises(NotFoundError):
+        store.get_agent(v2.id)
+    assert store.get_tool_listing(v2.id, "srv") is None
+    assert store.find_agent_by_name(name, owner=owner).id == v1.id  # type: ignore[union-attr]
+    store.delete_agent(v2.id)  # deleting again is harmless
+
+
 # ------------------------------------------------------------------------------- tokens
 def test_tokens_by_hash_and_owner(store: Store) -> None:
     owner = f"p-{uuid.uuid4().hex[:8]}"

@@ -25,7 +25,7 @@ app = APIGatewayHttpResolver()
 for _router in ROUTERS:
     app.include_router(_router)
 
-OPEN_PATHS = frozenset({"/health"})
+OPEN_PATHS = frozenset({"/health", "/api/version", "/v1/info"})  # omnigent clients read these before login
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 

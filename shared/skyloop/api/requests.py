@@ -27,21 +27,165 @@ MAX_TOOLS = 128
 EVENT_TYPES = ("message", "function_call_output", "approval", "interrupt")
 
 
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+CLEAR_ALIASES = frozenset({"default", "off", "reset", ""})  # omnigent's "remove the override" spellings
+MODEL_OVERRIDE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,255}$"
+
+
+def parse_effort(value: str | None) -> str | None:
+    """A reasoning effort from omnigent's vocabulary; a clear alias becomes ``""`` (remove)."""
+    if value is None:
+        return None
+    v = value.strip().lower()
+    if v in CLEAR_ALIASES:
+        return ""
+    if v not in REASONING_EFFORTS:
+        raise ValueError(f"reasoning_effort must be one of {list(REASONING_EFFORTS)} or 'default'")
+    return v
+
+
+def parse_model_override(value: str | None) -> str | None:
+    """A model id; a clear alias (``default``/``off``/``reset``) becomes ``""`` (remove)."""
+    if value is None:
+        return None
+    v = value.strip()
+    if v.lower() in CLEAR_ALIASES:
+        return ""
+    if not re.fullmatch(MODEL_OVERRIDE_PATTERN, v):
+        raise ValueError("model_override must be a model id (letters, digits and ._:/@+-, at most 256)")
+    return v
+
+
 class CreateSessionRequest(BaseModel):
+    """omnigent's ``SessionCreateRequest``; what has no meaning serverless is accepted and ignored.
+
+    Stored: ``agent_id``, ``title``, ``labels``, ``workspace`` (recorded for display, as omnigent
+    does for CLI sessions), ``reasoning_effort``, ``model_override``, ``initial_items`` (posted as
+    the session's first events). Refused with 400: ``host_type: "managed"`` and ``git`` (skyloop
+    provisions no hosts or worktrees), ``harness_override`` (the agent fixes the harness),
+    ``parent_session_id`` (child sessions are their own route). Everything else omnigent defines
+    is accepted and ignored (see ``IGNORED_CREATE_FIELDS``); unknown fields are a 400.
+    """
+
     model_config = ConfigDict(extra="forbid")
 
     agent_id: str = Field(min_length=1, max_length=64)
     title: str | None = Field(default=None, max_length=512)
     labels: dict[str, str] = Field(default_factory=dict, max_length=50)
+    workspace: str | None = Field(default=None, max_length=4096)
+    reasoning_effort: str | None = None
+    model_override: str | None = None
+    initial_items: list[dict[str, Any]] = Field(default_factory=list, max_length=16)
+    host_type: Literal["external", "managed"] = "external"
+    git: dict[str, Any] | None = None
+    harness_override: str | None = None
+    parent_session_id: str | None = None
+    # accepted and ignored: no meaning without hosts, projects, MCP registries or smart routing
+    inference_configuration_revision: str | None = None
+    project_id: str | None = None
+    initial_input: dict[str, Any] | None = None
+    mcp_registry_services: list[Any] = Field(default_factory=list, max_length=40)
+    sub_agent_name: str | None = None
+    host_id: str | None = None
+    sandbox_provider: str | None = None
+    workspaces: list[str] | None = None
+    terminal_launch_args: list[str] | None = None
+    cost_control_mode_override: str | None = None
+    subagent_routing_override: str | None = None
+    smart_routing_message: str | None = None
+
+    @field_validator("reasoning_effort")
+    @classmethod
+    def _effort(cls, value: str | None) -> str | None:
+        return parse_effort(value)
+
+    @field_validator("model_override")
+    @classmethod
+    def _model(cls, value: str | None) -> str | None:
+        return parse_model_override(value)
+
+    @model_validator(mode="after")
+    def _serverless(self) -> CreateSessionRequest:
+        if self.host_type == "managed":
+            raise ValueError("host_type 'managed' is not supported: skyloop provisions no sandbox hosts")
+        if self.git is not None:
+            raise ValueError("git worktree options are not supported: skyloop sessions have no host")
+        if self.harness_override is not None:
+            raise ValueError("harness_override is not supported: the agent's executor fixes the harness")
+        if self.parent_session_id is not None:
+            raise ValueError("parent_session_id is not supported here: fork a session to make a child")
+        return self
+
+
+IGNORED_CREATE_FIELDS = (
+    "inference_configuration_revision",
+    "project_id",
+    "initial_input",
+    "mcp_registry_services",
+    "sub_agent_name",
+    "host_id",
+    "sandbox_provider",
+    "workspaces",
+    "terminal_launch_args",
+    "cost_control_mode_override",
+    "subagent_routing_override",
+    "smart_routing_message",
+)
 
 
 class UpdateSessionRequest(BaseModel):
+    """omnigent's ``UpdateSessionRequest``: ``labels`` merge (an empty value removes a key), as there.
+
+    Applied: ``runner_id``, ``title``, ``labels``, ``archived``, ``reasoning_effort`` and
+    ``model_override`` (the next model calls use them; ``"default"`` clears), ``external_session_id``.
+    Accepted and ignored (native-terminal, project and cost-control settings skyloop has no
+    counterpart for): see ``IGNORED_UPDATE_FIELDS``.
+    """
+
     model_config = ConfigDict(extra="forbid")
 
     runner_id: str | None = Field(default=None, max_length=256)
     title: str | None = Field(default=None, max_length=512)
     labels: dict[str, str] | None = Field(default=None, max_length=50)
     archived: bool | None = None
+    reasoning_effort: str | None = None
+    model_override: str | None = None
+    external_session_id: str | None = Field(default=None, max_length=256)
+    # accepted and ignored
+    collaboration_mode: str | None = None
+    permission_mode: str | None = None
+    approval_mode: str | None = None
+    cost_control_mode_override: str | None = None
+    subagent_routing_override: str | None = None
+    share_workspace_files: bool | None = None
+    terminal_launch_args: list[str] | None = None
+    delete_worktree: bool = False
+    project_id: str | None = None
+    silent: bool = False
+
+    @field_validator("reasoning_effort")
+    @classmethod
+    def _effort(cls, value: str | None) -> str | None:
+        return parse_effort(value)
+
+    @field_validator("model_override")
+    @classmethod
+    def _model(cls, value: str | None) -> str | None:
+        return parse_model_override(value)
+
+
+IGNORED_UPDATE_FIELDS = (
+    "collaboration_mode",
+    "permission_mode",
+    "approval_mode",
+    "cost_control_mode_override",
+    "subagent_routing_override",
+    "share_workspace_files",
+    "terminal_launch_args",
+    "delete_worktree",
+    "project_id",
+    "silent",
+)
 
 
 class InputTextBlock(BaseModel):
@@ -138,8 +282,13 @@ class SessionEventRequest(BaseModel):
     type: str = Field(min_length=1, max_length=64)
     data: dict[str, Any] = Field(default_factory=dict)
     tools: list[FunctionTool] | None = Field(default=None, max_length=MAX_TOOLS)
-    model_override: str | None = Field(default=None, max_length=256)
+    model_override: str | None = None  # the turn this message starts uses it ("default": the session's)
     created_by: str | None = None
+
+    @field_validator("model_override")
+    @classmethod
+    def _model(cls, value: str | None) -> str | None:
+        return parse_model_override(value)
 
     @field_validator("type")
     @classmethod
@@ -188,15 +337,50 @@ class ListQuery(BaseModel):
 
 
 class AgentListQuery(ListQuery):
+    """``scope=user`` (omnigent's ``agent list``) lists one row per name, its newest version."""
+
     name: str | None = Field(default=None, max_length=128)
+    scope: Literal["user", "all"] | None = None
     owner: str | None = Field(default=None, max_length=256, description="an admin token may list another's")
+
+
+class AgentDeleteQuery(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    force: bool = False
 
 
 class SessionListQuery(ListQuery):
+    """omnigent's list parameters: ``visibility`` and ``sort_by`` with omnigent's meaning.
+
+    ``visibility``: ``all`` (the default) lists live sessions, and archived ones too with
+    ``include_archived``; ``archived`` only archived ones; ``mine`` is ``all`` (a principal
+    only ever sees its own); ``shared`` is empty (skyloop shares nothing); ``active`` [skyloop]
+    only live ones, whatever ``include_archived`` says. ``kind``, ``project``, ``pinned`` and
+    ``search_query`` are accepted; ``kind=sub_agent`` and ``pinned=true`` list nothing.
+    """
+
     agent_name: str | None = Field(default=None, max_length=128)
     agent_id: str | None = Field(default=None, max_length=64)
     include_archived: bool = False
+    visibility: Literal["all", "mine", "shared", "archived", "active"] = "all"
+    sort_by: Literal["created_at", "updated_at"] = "created_at"
+    kind: Literal["default", "sub_agent", "any"] = "default"
+    pinned: bool = False
+    project: str | None = Field(default=None, max_length=256)
+    search_query: str | None = Field(default=None, max_length=512)
     owner: str | None = Field(default=None, max_length=256, description="an admin token may list another's")
+
+    def archived_filter(self) -> bool | None:
+        """The store's ``archived`` argument: False live only, True archived only, None both."""
+        if self.visibility == "archived":
+            return True
+        if self.visibility == "active":
+            return False
+        return None if self.include_archived else False
+
+    def lists_nothing(self) -> bool:
+        return self.visibility == "shared" or self.kind == "sub_agent" or self.pinned
 
 
 class ItemListQuery(ListQuery):

@@ -138,6 +138,8 @@ def call_model(
         kwargs["max_tokens"] = spec.executor.max_tokens  # the name every compatible server knows
     if spec.executor.temperature is not None:
         kwargs["temperature"] = spec.executor.temperature
+    if spec.executor.reasoning_effort is not None:
+        kwargs["reasoning_effort"] = spec.executor.reasoning_effort
     with common.mapped_errors():
         stream = client.chat.completions.create(**kwargs)
         return read_stream(stream, on_delta)

@@ -80,6 +80,8 @@ def call_model(
         kwargs["max_output_tokens"] = spec.executor.max_tokens
     if spec.executor.temperature is not None:
         kwargs["temperature"] = spec.executor.temperature
+    if spec.executor.reasoning_effort is not None:
+        kwargs["reasoning"] = {"effort": spec.executor.reasoning_effort}
     streamed: list[str] = []
     with common.mapped_errors(), client.responses.create(**kwargs) as stream:
         final = _read_stream(stream, streamed, on_delta)

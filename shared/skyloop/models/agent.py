@@ -43,6 +43,9 @@ class AgentExecutor(BaseModel):
     temperature: float | None = Field(default=None, ge=0, le=2)
     # False for a text-only model: messages with input_image are then refused (400 image_not_supported)
     accepts_images: bool = True
+    # openai-agents: reasoning={"effort": ...}; chat-completions: reasoning_effort; bedrock-converse: none.
+    # A session's PATCHed reasoning_effort replaces it for that session's model calls.
+    reasoning_effort: str | None = Field(default=None, pattern=r"^(none|minimal|low|medium|high|xhigh|max)$")
 
     @field_validator("harness")
     @classmethod
@@ -88,24 +91,30 @@ class Agent(BaseModel):
     name: str
     created_at: int
     spec: AgentSpec
+    version: int = 1  # 1 for a name's first upload by its owner, then one more per upload (omnigent)
     owner: str = "local"  # the principal the agent version belongs to
     api_key_secret: str | None = (
         None  # the Secrets Manager secret holding the model key (see skyloop.secrets)
     )
 
     def to_api(self) -> dict[str, Any]:
+        """``tools`` is omnigent's list (each with ``runtime``); ``tool_spec`` the spec's own form."""
+        from skyloop.tools.declared import tool_entries
+
         spec = self.spec
         return {
             "id": self.id,
             "object": "agent",
             "name": self.name,
+            "version": self.version,
             "description": spec.description,
             "created_at": self.created_at,
             "updated_at": self.created_at,
             "harness": spec.executor.harness,
             "model": spec.executor.model,
             "prompt": spec.prompt,
-            "tools": spec.tools,
+            "tools": tool_entries(spec.tools),
+            "tool_spec": spec.tools,
             "limits": spec.limits.model_dump(),
             "base_url": spec.executor.auth.base_url if spec.executor.auth else None,
         }

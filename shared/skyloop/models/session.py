@@ -38,6 +38,10 @@ class Session(BaseModel):
     owner: str = "local"  # the principal the session belongs to
     input_tokens: int = 0  # over every model call of the session
     output_tokens: int = 0
+    workspace: str | None = None  # the client's starting directory, recorded for display (omnigent)
+    reasoning_effort: str | None = None  # applies to the session's next model calls
+    model_override: str | None = None  # replaces the agent's model on the next model calls
+    external_session_id: str | None = None  # a wrapper's native session id (omnigent), stored as given
 
 
 class ConversationItem(BaseModel):
@@ -100,6 +104,7 @@ class Turn(BaseModel):
     agent_id: str
     created_at: int
     tools: list[ClientTool] = Field(default_factory=list)
+    model_override: str | None = None  # the starting message's per-event model (omnigent), over the session's
     task_token: str | None = None
     await_iteration: int | None = None
     unanswered: int = 0

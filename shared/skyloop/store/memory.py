@@ -79,6 +79,12 @@ class MemoryStore:
                 raise NotFoundError(f"Agent not found: '{agent_id}'")
             return self._agents[agent_id][0].model_copy(deep=True)
 
+    def delete_agent(self, agent_id: str) -> None:
+        with self._lock:
+            self._agents.pop(agent_id, None)
+            for key in [k for k in self._tool_listings if k[0] == agent_id]:
+                del self._tool_listings[key]
+
     def find_agent_by_name(self, name: str, *, owner: str = keys.DEFAULT_OWNER) -> Agent | None:
         with self._lock:
             found = [(c, a) for a, c in self._agents.values() if a.name == name and a.owner == owner]

@@ -19,8 +19,11 @@ In the spec's ``tools`` map (omnigent's form: tool name -> definition)::
         timeout_s: 60
         approval: never
 
-Entries of other types (``function`` with ``runtime: client``...) are not
-server tools and are left to their own readers. Every field is validated when
+Entries marked ``runtime: client`` (omnigent's client tools, ``type: function``)
+are not server tools: :func:`declared_client_tools` reads them, and every turn
+of the agent offers them to the model beside the message's own ``tools``; a
+call to one parks the turn like any client call. Other entries are left to
+their own readers. Every field is validated when
 the agent is registered, so a bad spec is a 400 then, never a failed turn.
 """
 
@@ -32,6 +35,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from skyloop.errors import InvalidInputError
+from skyloop.models.session import ClientTool
 
 SERVER_TOOL_TYPES = ("lambda", "mcp")
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what every provider accepts as a function name
@@ -148,4 +152,77 @@ def declared_tools(tools: Any) -> DeclaredTools:
             raise InvalidInputError(f"invalid server tool: {problems}") from None
     if len(out.lambdas) + len(out.mcp) > MAX_SERVER_TOOLS:
         raise InvalidInputError(f"an agent declares at most {MAX_SERVER_TOOLS} server tools")
+    return out
+
+
+class ClientToolDecl(BaseModel):
+    """An agent-declared client tool: the client runs it, as if the message had sent it."""
+
+    model_config = ConfigDict(extra="ignore")  # omnigent may carry keys skyloop has no use for
+
+    type: Literal["function"] = "function"
+    runtime: Literal["client"]
+    description: str = Field(default="", max_length=10_000)
+    parameters: dict[str, Any] | None = None
+
+    @field_validator("parameters")
+    @classmethod
+    def _object_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and value.get("type", "object") != "object":
+            raise ValueError("must be a JSON Schema of type object")
+        return value
+
+
+def _entries(tools: Any) -> list[tuple[str, Any]]:
+    """``(name, definition)`` pairs of the map form, or of a list of ``{name, ...}`` entries."""
+    if isinstance(tools, dict):
+        return [(str(k), v) for k, v in tools.items()]
+    if isinstance(tools, list):
+        return [(str(t.get("name")), t) for t in tools if isinstance(t, dict) and t.get("name")]
+    return []
+
+
+def declared_client_tools(tools: Any) -> list[ClientTool]:
+    """The spec's ``runtime: client`` tools; raises InvalidInputError naming a bad one."""
+    out: list[ClientTool] = []
+    for name, definition in _entries(tools):
+        if not isinstance(definition, dict) or definition.get("runtime") != "client":
+            continue
+        if not TOOL_NAME.match(name):
+            raise InvalidInputError(f"tools.{name}: a tool name is 1-64 letters, digits, '_' or '-'")
+        try:
+            decl = ClientToolDecl.model_validate(definition)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"tools.{name}.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+            )
+            raise InvalidInputError(f"invalid client tool: {problems}") from None
+        out.append(ClientTool(name=name, description=decl.description or None, parameters=decl.parameters))
+    return out
+
+
+def merge_client_tools(declared: list[ClientTool], message: list[ClientTool] | None) -> list[ClientTool]:
+    """The agent's client tools and the message's, the message's winning a name clash."""
+    sent = {t.name for t in message or []}
+    return [t for t in declared if t.name not in sent] + list(message or [])
+
+
+def tool_entries(tools: Any) -> list[dict[str, Any]]:
+    """The spec's tools as the list omnigent's SDK reads: ``{name, runtime, type, description, parameters}``.
+
+    ``runtime`` is ``client`` for the tools the client must run, ``server`` for the rest.
+    """
+    out: list[dict[str, Any]] = []
+    for name, definition in _entries(tools):
+        d = definition if isinstance(definition, dict) else {}
+        runtime = "client" if d.get("runtime") == "client" else "server"
+        out.append(
+            {
+                "name": name,
+                "runtime": runtime,
+                "type": d.get("type", "function" if runtime == "client" else None),
+                "description": d.get("description") or "",
+                "parameters": d.get("parameters"),
+            }
+        )
     return out

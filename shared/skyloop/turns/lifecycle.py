@@ -127,13 +127,21 @@ def start_or_join(
     tools: list[ClientTool] | None,
     *,
     idempotency_key: str | None = None,
+    model_override: str | None = None,
 ) -> dict[str, Any]:
     """Persist a user message, then start a turn, or hand the message to the running one.
 
+    ``model_override`` (omnigent's per-event override) applies to the turn this message starts;
+    like ``tools`` it is ignored when the message joins a running turn.
+
     With an ``idempotency_key`` the item and turn ids derive from the key and
     the append is deduplicated on it, so a client that re-posts after a lost
-    answer gets the first answer back and starts nothing twice.
+    answer gets the first answer back and starts nothing twice. The agent's own
+    ``runtime: client`` tools are offered on every turn it starts, the message's winning a clash.
     """
+    from skyloop.tools.declared import declared_client_tools, merge_client_tools
+
+    tools = merge_client_tools(declared_client_tools(agent.spec.tools), tools)
     check_tool_names(store, agent, tools)
     check_images(agent, message)
     if idempotency_key:
@@ -177,6 +185,7 @@ def start_or_join(
                 agent_id=agent.id,
                 created_at=int(time.time()),
                 tools=tools or [],
+                model_override=model_override,
             )
         batch.items.append(
             NewItem(

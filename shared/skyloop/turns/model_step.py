@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from skyloop.models.agent import Agent, AgentSpec
-    from skyloop.models.session import Turn
+    from skyloop.models.session import Session, Turn
     from skyloop.store import Store
     from skyloop.store.records import NextStep
     from skyloop.tools.catalog import Catalog
@@ -75,7 +75,8 @@ def run(
     deltas = DeltaWriter(store, state, attempt)
     try:
         offered = turn.tools + (catalog.definitions() if catalog else [])
-        result = model_caller(agent.spec, items, offered, deltas.add, timeout_s=timeout_s)
+        spec = effective_spec(agent.spec, session, turn)
+        result = model_caller(spec, items, offered, deltas.add, timeout_s=timeout_s)
     except ModelCallError as exc:
         deltas.flush()
         raise TurnError(exc.error_code, exc.message) from exc
@@ -143,6 +144,21 @@ def _check_endpoint(spec: AgentSpec) -> None:
         check_url(auth.base_url, get_settings(), what="executor.auth.base_url")
     except OutboundUrlError as exc:
         raise TurnError(exc.code, exc.message) from None
+
+
+def effective_spec(spec: AgentSpec, session: Session, turn: Turn) -> AgentSpec:
+    """The spec this model call runs with: the message's model, else the session's, else the agent's;
+    the session's reasoning effort over the agent's (harnesses without one ignore it)."""
+    model = turn.model_override or session.model_override
+    effort = session.reasoning_effort
+    if not model and not effort:
+        return spec
+    update: dict[str, Any] = {}
+    if model:
+        update["model"] = model
+    if effort:
+        update["reasoning_effort"] = effort
+    return spec.model_copy(update={"executor": spec.executor.model_copy(update=update)})
 
 
 def pending_calls(
@@ -218,10 +234,7 @@ def claim_attempt(store: Store, state: TurnState) -> int:
         if store.claim(state.session_id, f"{state.response_id}:{state.iteration}:attempt:{attempt}"):
             if attempt:
                 batch = lifecycle.turn_append(state, f"{state.response_id}:{state.iteration}:retry:{attempt}")
-                batch.event(
-                    ev.RESPONSE_RETRY,
-                    {"response_id": state.response_id, "attempt": attempt, "reason": "model step retried"},
-                )
+                batch.event(ev.RESPONSE_RETRY, ev.retry(state.response_id, attempt, MAX_ATTEMPTS))
                 lifecycle.append_active(store, batch)
             return attempt
     raise TurnError("internal_error", "the model step was retried too many times")

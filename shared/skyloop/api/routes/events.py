@@ -51,6 +51,7 @@ def post_event(session_id: str) -> Response:
             data.model_dump(mode="json"),
             tools,
             idempotency_key=req.idempotency_key(),
+            model_override=event.model_override or None,
         )
         return json_response(202, result)
     if event.type == "function_call_output":

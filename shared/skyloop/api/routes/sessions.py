@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from skyloop import bundles, deps, principals, quotas, sessions
 from skyloop.api import openapi
-from skyloop.api.body import query
-from skyloop.api.requests import CreateSessionRequest, ItemListQuery, SessionListQuery, UpdateSessionRequest
+from skyloop.api.body import parse_model, query
+from skyloop.api.requests import (
+    CreateSessionRequest,
+    ItemListQuery,
+    SessionEventRequest,
+    SessionListQuery,
+    UpdateSessionRequest,
+)
 from skyloop.api.routes._common import current_event, json_response, page, request
 from skyloop.errors import InvalidInputError, UnsupportedMediaTypeError
 from skyloop.turns import lifecycle
@@ -48,25 +54,51 @@ def create_session() -> Response:
             f"Content-Type must be application/json or multipart/form-data, got '{req.media_type}'"
         )
     body, _ = req.model(CreateSessionRequest, what="session create request")
+    initial = [initial_message(item) for item in body.initial_items]  # all checked before any write
     agent = sessions.get_agent(store, body.agent_id)
-    session = sessions.create_session(store, agent, deps.runners(), title=body.title, labels=body.labels)
+    session = sessions.create_session(
+        store,
+        agent,
+        deps.runners(),
+        title=body.title,
+        labels=body.labels,
+        workspace=body.workspace,
+        reasoning_effort=body.reasoning_effort,
+        model_override=body.model_override,
+    )
+    for event in initial:
+        lifecycle.start_or_join(
+            store,
+            deps.engine(),
+            agent,
+            session.id,
+            event.message().model_dump(mode="json"),
+            [t.to_client_tool() for t in event.tools or []],
+            model_override=event.model_override or None,
+        )
+    session = store.get_session(session.id)
     return json_response(201, sessions.snapshot(store, session, deps.runners()))
 
 
+def initial_message(raw: dict[str, Any]) -> SessionEventRequest:
+    """An ``initial_items`` entry: a user message, validated like a posted one."""
+    event = parse_model(SessionEventRequest, raw, what="initial_items entry")
+    if event.type != "message":
+        raise InvalidInputError(f"initial_items takes 'message' events, got '{event.type}'")
+    event.message()
+    return event
+
+
 @openapi.operation(
-    router, "GET", "/v1/sessions", summary="List sessions, newest first", query=SessionListQuery
+    router,
+    "GET",
+    "/v1/sessions",
+    summary="List sessions, newest first (omnigent's visibility and sort_by)",
+    query=SessionListQuery,
 )
 def list_sessions() -> Response:
     q = query(current_event(router), SessionListQuery)
-    found, has_more = deps.store().list_sessions(
-        owner=principals.list_owner(q.owner),
-        agent_name=q.agent_name,
-        agent_id=q.agent_id,
-        archived=None if q.include_archived else False,
-        limit=q.limit,
-        descending=q.order == "desc",
-        after=q.after,
-    )
+    found, has_more = sessions.list_sessions(deps.store(), q, owner=principals.list_owner(q.owner))
     return json_response(200, page([sessions.list_item(s) for s in found], has_more))
 
 

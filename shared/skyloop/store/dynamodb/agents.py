@@ -24,6 +24,7 @@ class AgentRecords(TableBase):
             "name": agent.name,
             "owner": agent.owner,
             "created_at": agent.created_at,
+            "version": agent.version,
             # api_key dumps masked; it is kept in its own attribute
             **self._text_out("spec", agent.spec.model_dump_json(), keys.agent_blob_prefix(agent.id)),
             "api_key_secret": agent.api_key_secret,
@@ -40,10 +41,21 @@ class AgentRecords(TableBase):
             id=attrs["id"],
             name=attrs["name"],
             created_at=int(attrs["created_at"]),
+            version=int(attrs.get("version") or 1),
             owner=attrs.get("owner") or keys.DEFAULT_OWNER,
             api_key_secret=attrs.get("api_key_secret"),
             spec=AgentSpec.model_validate(spec),
         )
+
+    def delete_agent(self, agent_id: str) -> None:
+        """The version's row and its MCP listings (its blobs are content-addressed and left)."""
+        r = self.client.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": codec.attr(keys.agent_key(agent_id)[keys.PK])},
+            ProjectionExpression="pk, sk",
+        )
+        self._delete_keys(list(r.get("Items", [])))
 
     def get_tool_listing(self, agent_id: str, server: str) -> list[dict[str, Any]] | None:
         attrs = self._get(keys.tool_listing_key(agent_id, server))
