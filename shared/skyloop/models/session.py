@@ -38,6 +38,7 @@ class Session(BaseModel):
     owner: str = "local"  # the principal the session belongs to
     input_tokens: int = 0  # over every model call of the session
     output_tokens: int = 0
+    parent_session_id: str | None = None  # the session this one was forked from
 
 
 class ConversationItem(BaseModel):
@@ -71,6 +72,36 @@ class ConversationItem(BaseModel):
         }
         flat.update({k: v for k, v in self.data.items() if v is not None})
         return flat
+
+
+class SessionFile(BaseModel):
+    """A file uploaded into a session: metadata in the table, bytes in the blob bucket."""
+
+    id: str
+    session_id: str
+    filename: str
+    bytes: int
+    content_type: str
+    created_at: int
+    sha256: str
+
+    def to_api(self) -> dict[str, Any]:
+        """omnigent's ``session.resource`` shape with ``type: "file"``."""
+        return {
+            "id": self.id,
+            "object": "session.resource",
+            "type": "file",
+            "session_id": self.session_id,
+            "name": self.filename,
+            "metadata": {
+                "filename": self.filename,
+                "bytes": self.bytes,
+                "created_at": self.created_at,
+                "content_type": self.content_type,
+                "sha256": self.sha256,
+                "source_metadata": None,
+            },
+        }
 
 
 class ClientTool(BaseModel):
