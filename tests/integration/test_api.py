@@ -38,6 +38,7 @@ SNAPSHOT_FIELDS = {
     "last_task_error",
     "active_response_id",
     "last_event_id",
+    "parent_session_id",
 }
 USER_MESSAGE = {"role": "user", "content": [{"type": "input_text", "text": "hi"}]}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -9,15 +10,27 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from skyloop import bundles, deps, principals, quotas, sessions
 from skyloop.api import openapi
 from skyloop.api.body import query
-from skyloop.api.requests import CreateSessionRequest, ItemListQuery, SessionListQuery, UpdateSessionRequest
+from skyloop.api.requests import (
+    ChildListQuery,
+    CreateSessionRequest,
+    ForkSessionRequest,
+    ItemListQuery,
+    SessionListQuery,
+    UpdateSessionRequest,
+    imported_items,
+)
+from skyloop.api.responses import ChildSessionList
 from skyloop.api.routes._common import current_event, json_response, page, request
 from skyloop.errors import InvalidInputError, UnsupportedMediaTypeError
+from skyloop.ids import new_id
+from skyloop.models.session import ConversationItem
 from skyloop.turns import lifecycle
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler import Response
 
 router = Router()
+SEED_RESPONSE_ID = "seed"  # omnigent's response id for imported history
 
 
 @openapi.operation(
@@ -49,8 +62,54 @@ def create_session() -> Response:
         )
     body, _ = req.model(CreateSessionRequest, what="session create request")
     agent = sessions.get_agent(store, body.agent_id)
-    session = sessions.create_session(store, agent, deps.runners(), title=body.title, labels=body.labels)
+    # initial_items are an import: the session's history, checked whole before anything is written
+    items = [
+        ConversationItem(
+            id=new_id(), type=kind, response_id=SEED_RESPONSE_ID, created_at=int(time.time()), data=data
+        )
+        for kind, data in imported_items(body.initial_items, agent.name)
+    ]
+    session = sessions.create_session(
+        store, agent, deps.runners(), title=body.title, labels=body.labels, items=items
+    )
     return json_response(201, sessions.snapshot(store, session, deps.runners()))
+
+
+@openapi.operation(
+    router,
+    "POST",
+    "/v1/sessions/<session_id>/fork",
+    summary="Fork a session: a new one of the same agent with its history (up to a response)",
+    status=201,
+    body=ForkSessionRequest,
+)
+def fork_session(session_id: str) -> Response:
+    store = deps.store()
+    source = sessions.get_session(store, session_id)
+    body, _ = request(router).model(ForkSessionRequest, what="fork request", required=False)
+    quotas.before_session(store, deps.get_settings(), principals.current().name)
+    fork = sessions.fork_session(
+        store, source, deps.runners(), up_to_response_id=body.up_to_response_id, title=body.title
+    )
+    return json_response(201, sessions.snapshot(store, fork, deps.runners()))
+
+
+@openapi.operation(
+    router,
+    "GET",
+    "/v1/sessions/<session_id>/child_sessions",
+    summary="The sessions forked from this one, newest first",
+    query=ChildListQuery,
+    response=ChildSessionList,
+)
+def list_child_sessions(session_id: str) -> Response:
+    store = deps.store()
+    q = query(current_event(router), ChildListQuery)
+    parent = sessions.get_session(store, session_id)
+    data, has_more = sessions.page_children(
+        store, parent, limit=q.limit, after=q.after, descending=q.order == "desc"
+    )
+    return json_response(200, page(data, has_more))
 
 
 @openapi.operation(
