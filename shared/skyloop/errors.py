@@ -16,13 +16,17 @@ class SkyloopError(Exception):
     code: ClassVar[str] = "internal_error"
     status: ClassVar[int] = 500
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, param: str | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.param = param  # the request field at fault, e.g. "initial_items[3]"
         self.headers: dict[str, str] = {}  # extra response headers (e.g. Retry-After)
 
     def to_body(self) -> dict[str, dict[str, str]]:
-        return {"error": {"code": self.code, "message": self.message}}
+        error = {"code": self.code, "message": self.message}
+        if self.param is not None:
+            error["param"] = self.param
+        return {"error": error}
 
 
 class InvalidInputError(SkyloopError):
@@ -79,6 +83,24 @@ class PayloadTooLargeError(SkyloopError):
     status = 413
 
 
+class FileTooLargeError(PayloadTooLargeError):
+    """One uploaded file is over the per-file limit (``SKYLOOP_FILE_MAX_BYTES``)."""
+
+    code = "file_too_large"
+
+
+class SessionFileCountError(PayloadTooLargeError):
+    """The session already holds as many files as it may (``SKYLOOP_SESSION_FILES_MAX``)."""
+
+    code = "session_file_count_exceeded"
+
+
+class SessionFileBytesError(PayloadTooLargeError):
+    """The upload would take the session over its total (``SKYLOOP_SESSION_FILES_MAX_BYTES``)."""
+
+    code = "session_file_bytes_exceeded"
+
+
 class QuotaExceededError(SkyloopError):
     """The caller's principal is over one of its quotas; nothing was written. Retry after the header's seconds."""
 
@@ -109,6 +131,13 @@ class RunnerUnavailableError(SkyloopError):
 
     code = "runner_unavailable"
     status = 503
+
+
+class NotConfiguredError(SkyloopError):
+    """This deployment lacks what the route needs (a blob bucket for session files)."""
+
+    code = "not_configured"
+    status = 501
 
 
 class ModelCallError(SkyloopError):

@@ -8,13 +8,15 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from skyloop import principals
-from skyloop.errors import InvalidInputError, NotFoundError, SecretNotAllowedError
+from skyloop.errors import ConflictError, InvalidInputError, NotFoundError, SecretNotAllowedError
 from skyloop.ids import is_hex32, new_id
 from skyloop.models.agent import Agent, AgentSpec
-from skyloop.models.session import Session, token_usage
+from skyloop.models.session import ConversationItem, Session, token_usage
 from skyloop.secrets import api_key_secret_name
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from skyloop.api.requests import SessionListQuery
     from skyloop.secrets import SecretStore
     from skyloop.store import Store
@@ -224,7 +226,10 @@ def create_session(
     workspace: str | None = None,
     reasoning_effort: str | None = None,
     model_override: str | None = None,
+    items: Sequence[ConversationItem] = (),
+    parent_session_id: str | None = None,
 ) -> Session:
+    """A new idle session of the caller's; ``items`` are its history (an import's or a fork's)."""
     now = int(time.time())
     session = Session(
         id=new_id(),
@@ -239,9 +244,120 @@ def create_session(
         workspace=workspace,
         reasoning_effort=reasoning_effort or None,
         model_override=model_override or None,
+        parent_session_id=parent_session_id,
     )
-    store.create_session(session)
-    return session
+    store.create_session(session, items)
+    return store.get_session(session.id) if items else session
+
+
+def fork_session(
+    store: Store,
+    source: Session,
+    runners: Runners,
+    *,
+    up_to_response_id: str | None = None,
+    title: str | None = None,
+) -> Session:
+    """A new session of the source's agent with a copy of its history, the source untouched.
+
+    With ``up_to_response_id`` the copy ends with that response's last item
+    (omnigent's truncation; an id the session never had is 400). While a turn
+    runs, its items are partial, so only what ended with the last finished
+    response is copied, and naming a point after that is 409.
+    """
+    agent = store.get_agent(source.agent_id)
+    items = store.list_items(source.id, through_seq=source.last_seq)
+    forkable = len(items)
+    if source.status == "running":
+        forkable = _end_of(items, source.last_response_id) if source.last_response_id else 0
+    end = forkable
+    if up_to_response_id is not None:
+        end = _end_of(items, up_to_response_id)
+        if source.status == "running" and up_to_response_id == source.active_response_id:
+            end = forkable + 1  # its items, whether any are written yet or not, are partial
+        if end == 0:
+            raise InvalidInputError(
+                f"response not found in session '{source.id}': '{up_to_response_id}'",
+                param="up_to_response_id",
+            )
+        if end > forkable:
+            raise ConflictError(
+                f"response '{up_to_response_id}' belongs to the turn still running; "
+                "fork from a finished response or once the turn ends"
+            )
+    copies = [
+        ConversationItem(
+            id=new_id(),
+            type=i.type,
+            response_id=i.response_id,
+            created_at=i.created_at,
+            data=i.data,
+        )
+        for i in items[:end]
+    ]
+    return create_session(
+        store,
+        agent,
+        runners,
+        title=title if title is not None else f"Fork of {source.title or source.id[:16] + '…'}",
+        labels=source.labels,
+        workspace=source.workspace,
+        reasoning_effort=source.reasoning_effort,
+        model_override=source.model_override,
+        items=copies,
+        parent_session_id=source.id,
+    )
+
+
+def _end_of(items: list[ConversationItem], response_id: str) -> int:
+    """How many leading items end with the last item of ``response_id`` (0 if it has none)."""
+    for index in range(len(items) - 1, -1, -1):
+        if items[index].response_id == response_id:
+            return index + 1
+    return 0
+
+
+def child_summary(child: Session) -> dict[str, Any]:
+    """omnigent's ``ChildSessionSummary`` of a fork (``kind: "fork"``: skyloop has no sub-agents)."""
+    return {
+        "id": child.id,
+        "object": "child_session",
+        "parent_session_id": child.parent_session_id,
+        "title": child.title,
+        "task_summary": None,
+        "tool": None,
+        "session_name": None,
+        "kind": "fork",
+        "created_at": child.created_at,
+        "updated_at": child.updated_at,
+        "agent_id": child.agent_id,
+        "agent_name": child.agent_name,
+        "current_task_id": child.active_response_id or child.last_response_id,
+        "current_task_status": child.status,
+        "busy": child.status == "running",
+        "labels": child.labels,
+        "last_task_error": child.last_task_error.model_dump() if child.last_task_error else None,
+        "last_message_preview": None,
+        "pending_elicitations_count": 0,
+        "routed_model": None,
+        "routing_decision_id": None,
+    }
+
+
+def page_children(
+    store: Store, parent: Session, *, limit: int, after: str | None, descending: bool
+) -> tuple[list[dict[str, Any]], bool]:
+    """The parent's forks the caller may see, newest first by default; ``after`` is a child id."""
+    me = principals.current()
+    children = [c for c in store.list_child_sessions(parent.id) if me.owns(c.owner)]
+    if descending:
+        children.reverse()
+    if after:
+        ids = [c.id for c in children]
+        if after not in ids:
+            raise InvalidInputError(f"cursor session '{after}' is not a child of this session")
+        children = children[ids.index(after) + 1 :]
+    return [child_summary(c) for c in children[:limit]], len(children) > limit
 
 
 def snapshot(
@@ -322,7 +438,7 @@ def list_item(session: Session) -> dict[str, Any]:
         "external_session_id": session.external_session_id,
         "owner": session.owner,
         "host_id": None,
-        "parent_session_id": None,
+        "parent_session_id": session.parent_session_id,
         "pending_elicitations_count": 0,
     }
 

@@ -36,6 +36,15 @@ class Settings(BaseModel):
     quota_running_turns: int | None = Field(default=None, ge=1, alias="SKYLOOP_QUOTA_RUNNING_TURNS")
     quota_turns_per_minute: int | None = Field(default=None, ge=1, alias="SKYLOOP_QUOTA_TURNS_PER_MINUTE")
     quota_sessions: int | None = Field(default=None, ge=1, alias="SKYLOOP_QUOTA_SESSIONS")
+    # Session files (/v1/sessions/{id}/resources/files): per file (a request body is at most 6 MiB), and per
+    # session a count and a total; over any, 413 with a code naming it.
+    file_max_bytes: int = Field(
+        default=4 * 1024 * 1024, ge=1, le=6 * 1024 * 1024, alias="SKYLOOP_FILE_MAX_BYTES"
+    )
+    session_files_max: int = Field(default=100, ge=1, alias="SKYLOOP_SESSION_FILES_MAX")
+    session_files_max_bytes: int = Field(
+        default=64 * 1024 * 1024, ge=1, alias="SKYLOOP_SESSION_FILES_MAX_BYTES"
+    )
     # Outbound URLs (model base_url, MCP servers; skyloop.outbound): hosts or CIDRs allowed even when
     # private, comma-separated; the local stack sets allow_loopback.
     outbound_allow: str = Field(default="", alias="SKYLOOP_OUTBOUND_ALLOW")

@@ -38,6 +38,7 @@ class Tenants:
     agent_id: str
     session_id: str
     issuer: TestIssuer
+    file_id: str = ""
 
     def client(self, who: str) -> httpx.Client:
         return httpx.Client(
@@ -110,6 +111,11 @@ def tenants(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tenants]:
                 ).raise_for_status(),
             )
             assert turn.status == "completed"
+            upload = alice.post(
+                f"/v1/sessions/{t.session_id}/resources/files", files={"file": ("notes.txt", b"alice's")}
+            )
+            assert upload.status_code == 201, upload.text
+            t.file_id = upload.json()["id"]
         yield t
     finally:
         _stop(proc)
@@ -123,16 +129,23 @@ def alice_state(t: Tenants) -> dict[str, Any]:
         items = alice.get(f"/v1/sessions/{t.session_id}/items").json()["data"]
         agents = alice.get("/v1/agents").json()["data"]
         sessions = alice.get("/v1/sessions").json()["data"]
+        children = alice.get(f"/v1/sessions/{t.session_id}/child_sessions").json()["data"]
+        files = alice.get(f"/v1/sessions/{t.session_id}/resources/files").json()["data"]
+        content = alice.get(f"/v1/sessions/{t.session_id}/resources/files/{t.file_id}/content").content
     keep = ("status", "title", "labels", "archived", "last_seq", "runner_id", "agent_id", "usage")
     return {
         "session": {k: snapshot.get(k) for k in keep},
         "items": items,
         "agents": [a["id"] for a in agents],
         "sessions": [s["id"] for s in sessions],
+        "children": children,
+        "files": files,
+        "content": content,
     }
 
 
 MESSAGE = {"type": "message", "data": {"role": "user", "content": [{"type": "input_text", "text": "hi"}]}}
+FILE_UPLOAD = {"file": ("bob.txt", b"bob's")}  # a multipart upload (sent as files=, not json=)
 # (method, OpenAPI path) -> a body that would succeed for the owner
 CROSS_CASES: dict[tuple[str, str], dict[str, Any] | None] = {
     ("GET", "/v1/agents/{agent_id}"): None,
@@ -143,6 +156,13 @@ CROSS_CASES: dict[tuple[str, str], dict[str, Any] | None] = {
     ("GET", "/v1/sessions/{session_id}/items"): None,
     ("GET", "/v1/sessions/{session_id}/agent"): None,
     ("POST", "/v1/sessions/{session_id}/events"): MESSAGE,
+    ("POST", "/v1/sessions/{session_id}/fork"): {},
+    ("GET", "/v1/sessions/{session_id}/child_sessions"): None,
+    ("GET", "/v1/sessions/{session_id}/resources/files"): None,
+    ("POST", "/v1/sessions/{session_id}/resources/files"): FILE_UPLOAD,
+    ("GET", "/v1/sessions/{session_id}/resources/files/{file_id}"): None,
+    ("GET", "/v1/sessions/{session_id}/resources/files/{file_id}/content"): None,
+    ("DELETE", "/v1/sessions/{session_id}/resources/files/{file_id}"): None,
 }
 # Routes with no id of alice's in the path: what bob can do with them is checked below.
 NO_ID_ROUTES = {
@@ -166,14 +186,15 @@ def test_every_route_with_another_principals_id_is_not_found(tenants: Tenants) -
     routes = {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops}
     # Every route of the API is covered by a case (a new route must say what bob gets)
     assert routes == set(CROSS_CASES) | NO_ID_ROUTES
-    ids = {"agent_id": tenants.agent_id, "session_id": tenants.session_id}
+    ids = {"agent_id": tenants.agent_id, "session_id": tenants.session_id, "file_id": tenants.file_id}
     with tenants.client("bob") as bob:
         for (method, path), body in CROSS_CASES.items():
             real = path.format(**ids)
-            unknown = path.format(agent_id=UNKNOWN, session_id=UNKNOWN)
+            unknown = path.format(agent_id=UNKNOWN, session_id=UNKNOWN, file_id=UNKNOWN)
+            sent: dict[str, Any] = {"files": body} if body is FILE_UPLOAD else {"json": body}
             # When bob names alice's id
-            theirs = bob.request(method, real, json=body)
-            mine = bob.request(method, unknown, json=body)
+            theirs = bob.request(method, real, **sent)
+            mine = bob.request(method, unknown, **sent)
             # Then it is 404, exactly as an id that does not exist (nothing tells them apart)
             assert theirs.status_code == 404, (method, path, theirs.text)
             assert theirs.json()["error"]["code"] == "not_found"
@@ -182,6 +203,7 @@ def test_every_route_with_another_principals_id_is_not_found(tenants: Tenants) -
                 theirs.json()["error"]["message"]
                 .replace(tenants.agent_id, UNKNOWN)
                 .replace(tenants.session_id, UNKNOWN)
+                .replace(tenants.file_id, UNKNOWN)
                 == mine.json()["error"]["message"]
             )
         # And the stream too, with or without a cursor
@@ -236,6 +258,8 @@ def test_read_only_token_reads_but_writes_nothing(tenants: Tenants) -> None:
             ("PATCH", f"/v1/sessions/{tenants.session_id}", {"title": "x"}),
             ("DELETE", f"/v1/sessions/{tenants.session_id}", None),
             ("POST", "/v1/sessions", {"agent_id": tenants.agent_id}),
+            ("POST", f"/v1/sessions/{tenants.session_id}/fork", {}),
+            ("DELETE", f"/v1/sessions/{tenants.session_id}/resources/files/{tenants.file_id}", None),
         ):
             resp = reader.request(method, path, json=body)
             # Then it is 403 forbidden

@@ -74,3 +74,32 @@ def test_the_api_serves_the_document(monkeypatch: Any) -> None:
     out = handle(event, None)
     assert out["statusCode"] == 200
     assert json.loads(out["body"]) == openapi.document(__version__)
+
+
+def test_fork_import_and_file_routes_declare_their_bodies() -> None:
+    doc = openapi.document(__version__)
+    paths, schemas = doc["paths"], doc["components"]["schemas"]
+
+    def success(method: str, path: str, status: str) -> dict[str, Any]:
+        return dict(paths[path][method]["responses"][status]["content"])
+
+    fork = paths["/v1/sessions/{session_id}/fork"]["post"]
+    assert fork["requestBody"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ForkSessionRequest"
+    }
+    assert "up_to_response_id" in schemas["ForkSessionRequest"]["properties"]
+    assert "initial_items" in schemas["CreateSessionRequest"]["properties"]
+    children = success("get", "/v1/sessions/{session_id}/child_sessions", "200")
+    assert children["application/json"]["schema"] == {"$ref": "#/components/schemas/ChildSessionList"}
+    files = "/v1/sessions/{session_id}/resources/files"
+    upload = paths[files]["post"]["requestBody"]["content"]
+    assert set(upload) == {"multipart/form-data", "application/octet-stream"}
+    assert success("post", files, "201")["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/SessionFileResource"
+    }
+    assert set(success("get", files + "/{file_id}/content", "200")) == {"application/octet-stream"}
+    assert [p["name"] for p in paths[files + "/{file_id}"]["delete"]["parameters"]] == [
+        "session_id",
+        "file_id",
+    ]
+    assert "param" in schemas["Error"]["properties"]["error"]["properties"]

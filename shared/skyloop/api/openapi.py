@@ -26,7 +26,11 @@ ERROR_SCHEMA: dict[str, Any] = {
         "error": {
             "type": "object",
             "required": ["code", "message"],
-            "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+            "properties": {
+                "code": {"type": "string"},
+                "message": {"type": "string"},
+                "param": {"type": "string", "description": "the request field at fault, when one is"},
+            },
         }
     },
 }
@@ -42,6 +46,9 @@ class Operation:
     query: type[BaseModel] | None = None
     multipart: bool = False
     errors: tuple[int, ...] = ()
+    response: type[BaseModel] | None = None  # the success body's model, when one is declared
+    upload: bool = False  # takes a file: multipart field ``file`` or the raw body
+    binary: bool = False  # answers raw bytes, not JSON
 
     @property
     def openapi_path(self) -> str:
@@ -66,11 +73,16 @@ def operation(
     query: type[BaseModel] | None = None,
     multipart: bool = False,
     errors: tuple[int, ...] = (),
+    response: type[BaseModel] | None = None,
+    upload: bool = False,
+    binary: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register a route on ``router`` and describe it for the OpenAPI document."""
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-        OPERATIONS.append(Operation(method, path, summary, status, body, query, multipart, errors))
+        OPERATIONS.append(
+            Operation(method, path, summary, status, body, query, multipart, errors, response, upload, binary)
+        )
         return getattr(router, method.lower())(path)(fn)
 
     return register
@@ -82,6 +94,13 @@ def _schema(model: type[BaseModel], components: dict[str, Any]) -> dict[str, Any
         components[name] = definition
     components[model.__name__] = schema
     return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+
+def _success_content(op: Operation, components: dict[str, Any]) -> dict[str, Any]:
+    if op.binary:
+        return {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
+    schema = _schema(op.response, components) if op.response is not None else {"type": "object"}
+    return {"application/json": {"schema": schema}}
 
 
 def document(version: str) -> dict[str, Any]:
@@ -105,7 +124,7 @@ def document(version: str) -> dict[str, Any]:
             "responses": {
                 str(op.status): {
                     "description": "success",
-                    "content": {"application/json": {"schema": {"type": "object"}}},
+                    "content": _success_content(op, components),
                 },
                 "default": {
                     "description": "error",
@@ -116,6 +135,17 @@ def document(version: str) -> dict[str, Any]:
         content: dict[str, Any] = {}
         if op.body is not None:
             content["application/json"] = {"schema": _schema(op.body, components)}
+        if op.upload:
+            content["multipart/form-data"] = {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {"file": {"type": "string", "format": "binary"}},
+                }
+            }
+            content["application/octet-stream"] = {
+                "schema": {"type": "string", "format": "binary", "description": "with ?filename="}
+            }
         if op.multipart:
             content["multipart/form-data"] = {
                 "schema": {

@@ -5,14 +5,14 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from skyloop.api.body import format_validation_error, parse_model
-from skyloop.errors import PayloadTooLargeError
+from skyloop.errors import InvalidInputError, PayloadTooLargeError
 from skyloop.models.agent import AgentSpec
-from skyloop.models.session import ClientTool
+from skyloop.models.session import ClientTool, ItemType
 
 __all__ = ["format_validation_error", "parse_model"]
 
@@ -56,12 +56,36 @@ def parse_model_override(value: str | None) -> str | None:
     return v
 
 
+MAX_IMPORT_ITEMS = 5_000  # history entries one import may carry
+MAX_INITIAL_EVENTS = 16  # events one create may queue as turns
+
+
+class InitialItem(BaseModel):
+    """One ``initial_items`` entry: omnigent's ``SessionEventInput`` (``type`` + ``data``).
+
+    As omnigent's server does, the request decides what they are. With
+    ``host_type: "external"`` given explicitly (``omnigent session import``:
+    "history-only, launch no runner") they are the new session's history,
+    checked per ``type`` by :func:`imported_items`, and no turn starts.
+    Otherwise (a sub-agent spawn, a create with a first message) they are queued
+    events: user messages, validated like posted ones, that start the first turn.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str = Field(min_length=1, max_length=64)
+    data: dict[str, Any] = Field(default_factory=dict)
+    model_override: str | None = Field(default=None, max_length=256)  # a queued message's; unused on import
+    tools: list[dict[str, Any]] | None = None  # likewise
+    created_by: str | None = None  # omnigent's attribution; not stored
+
+
 class CreateSessionRequest(BaseModel):
     """omnigent's ``SessionCreateRequest``; what has no meaning serverless is accepted and ignored.
 
     Stored: ``agent_id``, ``title``, ``labels``, ``workspace`` (recorded for display, as omnigent
-    does for CLI sessions), ``reasoning_effort``, ``model_override``, ``initial_items`` (posted as
-    the session's first events). Refused with 400: ``host_type: "managed"`` and ``git`` (skyloop
+    does for CLI sessions), ``reasoning_effort``, ``model_override``, ``initial_items`` (history
+    on an import, else the session's first events: see :class:`InitialItem`). Refused with 400: ``host_type: "managed"`` and ``git`` (skyloop
     provisions no hosts or worktrees), ``harness_override`` (the agent fixes the harness),
     ``parent_session_id`` (child sessions are their own route). Everything else omnigent defines
     is accepted and ignored (see ``IGNORED_CREATE_FIELDS``); unknown fields are a 400.
@@ -75,7 +99,7 @@ class CreateSessionRequest(BaseModel):
     workspace: str | None = Field(default=None, max_length=4096)
     reasoning_effort: str | None = None
     model_override: str | None = None
-    initial_items: list[dict[str, Any]] = Field(default_factory=list, max_length=16)
+    initial_items: list[InitialItem] = Field(default_factory=list, max_length=MAX_IMPORT_ITEMS)
     host_type: Literal["external", "managed"] = "external"
     git: dict[str, Any] | None = None
     harness_override: str | None = None
@@ -131,6 +155,105 @@ IGNORED_CREATE_FIELDS = (
     "subagent_routing_override",
     "smart_routing_message",
 )
+
+
+class ForkSessionRequest(BaseModel):
+    """``POST /v1/sessions/{id}/fork`` (omnigent's ``SessionForkRequest``, the fields skyloop has)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: str | None = Field(default=None, max_length=512)
+    up_to_response_id: str | None = Field(default=None, min_length=1, max_length=128)
+    host_type: Literal["external"] = "external"
+
+
+# ---------------------------------------------------------------- imported items, checked per type
+class ImportedBlock(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    type: Literal["input_text", "output_text"]
+    text: str = Field(max_length=MAX_TEXT_CHARS)
+
+
+class ImportedMessage(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    role: Literal["user", "assistant"]
+    content: list[ImportedBlock] = Field(min_length=1, max_length=64)
+    agent: str | None = Field(default=None, max_length=256, alias="model")  # omnigent sends either
+
+
+class ImportedFunctionCall(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,256}$")
+    arguments: str = Field(max_length=MAX_OUTPUT_CHARS)
+    call_id: str = Field(min_length=1, max_length=256)
+    agent: str | None = Field(default=None, max_length=256, alias="model")
+
+
+class ImportedFunctionCallOutput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    call_id: str = Field(min_length=1, max_length=256)
+    output: str = Field(max_length=MAX_OUTPUT_CHARS)
+
+
+IMPORT_TYPES: dict[str, type[BaseModel]] = {
+    "message": ImportedMessage,
+    "function_call": ImportedFunctionCall,
+    "function_call_output": ImportedFunctionCallOutput,
+}
+
+
+def imported_items(entries: list[InitialItem], agent_name: str) -> list[tuple[ItemType, dict[str, Any]]]:
+    """Each entry as ``(type, stored data)``, or a 400 naming the first bad entry's index.
+
+    Beyond each shape: an output must answer a call made before it, and a call
+    id is used once, so the model is never sent a history it would refuse.
+    """
+    out: list[tuple[ItemType, dict[str, Any]]] = []
+    calls: set[str] = set()
+    for index, entry in enumerate(entries):
+        where = f"initial_items[{index}]"
+        model = IMPORT_TYPES.get(entry.type)
+        if model is None:
+            raise InvalidInputError(
+                f"{where}: item type '{entry.type}' cannot be imported; allowed: {list(IMPORT_TYPES)}",
+                param=where,
+            )
+        try:
+            data = model.model_validate(entry.data)
+        except ValidationError as exc:
+            raise InvalidInputError(
+                format_validation_error(exc, prefix=f"{where} ({entry.type}): "), param=where
+            ) from exc
+        if isinstance(data, ImportedMessage):
+            stored: dict[str, Any] = {
+                "role": data.role,
+                "content": [b.model_dump() for b in data.content],
+                "model": (data.agent or agent_name) if data.role == "assistant" else None,
+            }
+        elif isinstance(data, ImportedFunctionCall):
+            if data.call_id in calls:
+                raise InvalidInputError(f"{where}: call_id '{data.call_id}' is used twice", param=where)
+            calls.add(data.call_id)
+            stored = {
+                "name": data.name,
+                "arguments": data.arguments,
+                "call_id": data.call_id,
+                "model": data.agent or agent_name,
+            }
+        else:
+            assert isinstance(data, ImportedFunctionCallOutput)
+            if data.call_id not in calls:
+                raise InvalidInputError(
+                    f"{where}: function_call_output for call_id '{data.call_id}' has no function_call before it",
+                    param=where,
+                )
+            stored = {"call_id": data.call_id, "output": data.output}
+        out.append((cast("ItemType", entry.type), stored))
+    return out
 
 
 class UpdateSessionRequest(BaseModel):
@@ -381,6 +504,22 @@ class SessionListQuery(ListQuery):
 
     def lists_nothing(self) -> bool:
         return self.visibility == "shared" or self.kind == "sub_agent" or self.pinned
+
+
+class ChildListQuery(ListQuery):
+    pass
+
+
+class FileListQuery(ListQuery):
+    limit: int = Field(default=20, ge=1, le=1000)
+
+
+class FileUploadQuery(BaseModel):
+    """A raw (non-multipart) upload names its file in the query."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    filename: str | None = Field(default=None, max_length=1024)
 
 
 class ItemListQuery(ListQuery):

@@ -42,6 +42,7 @@ class Session(BaseModel):
     reasoning_effort: str | None = None  # applies to the session's next model calls
     model_override: str | None = None  # replaces the agent's model on the next model calls
     external_session_id: str | None = None  # a wrapper's native session id (omnigent), stored as given
+    parent_session_id: str | None = None  # the session this one was forked from
 
 
 class ConversationItem(BaseModel):
@@ -75,6 +76,36 @@ class ConversationItem(BaseModel):
         }
         flat.update({k: v for k, v in self.data.items() if v is not None})
         return flat
+
+
+class SessionFile(BaseModel):
+    """A file uploaded into a session: metadata in the table, bytes in the blob bucket."""
+
+    id: str
+    session_id: str
+    filename: str
+    bytes: int
+    content_type: str
+    created_at: int
+    sha256: str
+
+    def to_api(self) -> dict[str, Any]:
+        """omnigent's ``session.resource`` shape with ``type: "file"``."""
+        return {
+            "id": self.id,
+            "object": "session.resource",
+            "type": "file",
+            "session_id": self.session_id,
+            "name": self.filename,
+            "metadata": {
+                "filename": self.filename,
+                "bytes": self.bytes,
+                "created_at": self.created_at,
+                "content_type": self.content_type,
+                "sha256": self.sha256,
+                "source_metadata": None,
+            },
+        }
 
 
 class ClientTool(BaseModel):

@@ -19,8 +19,9 @@ NO_BUCKET_MAX_BYTES = 350 * 1024  # without a bucket, what still fits in one ite
 
 
 class BlobStore(Protocol):
-    def put(self, key: str, data: bytes) -> None: ...
+    def put(self, key: str, data: bytes, *, content_type: str = ...) -> None: ...
     def get(self, key: str) -> bytes: ...
+    def delete(self, key: str) -> None: ...
     def delete_prefix(self, prefix: str) -> None: ...
 
 
@@ -40,8 +41,11 @@ class S3Blobs:
         self.client = client
         self.bucket = bucket
 
-    def put(self, key: str, data: bytes) -> None:
-        self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType="application/json")
+    def put(self, key: str, data: bytes, *, content_type: str = "application/json") -> None:
+        self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)
+
+    def delete(self, key: str) -> None:
+        self.client.delete_object(Bucket=self.bucket, Key=key)
 
     def get(self, key: str) -> bytes:
         return bytes(self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read())

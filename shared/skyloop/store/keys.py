@@ -13,6 +13,9 @@ Key design (one table, ``pk``/``sk`` strings, two sparse GSIs)::
     dedupe marker       SESSION#<id>        DEDUPE#<key>                        (TTL expires_at)
     turn                SESSION#<id>        TURN#<response id>
     pending call        SESSION#<id>        CALL#<response id>#<call id>
+    fork link           SESSION#<parent>    CHILD#<child id>
+    session file        SESSION#<id>        FILE#<file id>
+    file totals         SESSION#<id>        FILES                               (count and bytes of FILE# rows)
     MCP tool listing    AGENT#<id>          TOOLS#<server name>
     bearer token        TOKEN#<sha256>      TOKEN                               by_owner:      token#<owner> / <ts>#<id>
     quota window        QUOTA#<owner>       WINDOW#<minute>                     (TTL expires_at)
@@ -102,6 +105,31 @@ def call_key(session_id: str, response_id: str, call_id: str) -> dict[str, str]:
 
 def calls_prefix(response_id: str) -> str:
     return f"CALL#{response_id}#"
+
+
+def child_key(parent_id: str, child_id: str) -> dict[str, str]:
+    """The link from a session to a fork of it, in the parent's partition (listed by prefix)."""
+    return {PK: session_pk(parent_id), SK: f"{CHILD_PREFIX}{child_id}"}
+
+
+CHILD_PREFIX = "CHILD#"
+
+
+def file_key(session_id: str, file_id: str) -> dict[str, str]:
+    return {PK: session_pk(session_id), SK: f"{FILE_PREFIX}{file_id}"}
+
+
+FILE_PREFIX = "FILE#"
+
+
+def file_totals_key(session_id: str) -> dict[str, str]:
+    """The session's file count and bytes, moved in the same transaction as each FILE# row."""
+    return {PK: session_pk(session_id), SK: "FILES"}
+
+
+def file_blob_key(session_id: str, file_id: str) -> str:
+    """A session file's bytes: under the session's blob prefix, so deleting the session removes them."""
+    return f"{session_blob_prefix(session_id)}files/{file_id}"
 
 
 def quota_key(owner: str, window: str) -> dict[str, str]:

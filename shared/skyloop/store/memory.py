@@ -16,13 +16,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from skyloop.errors import ConflictError, InvalidInputError, NotFoundError
-from skyloop.models.session import ConversationItem, PendingCall, Session, TaskError, Turn
+from skyloop.models.session import ConversationItem, PendingCall, Session, SessionFile, TaskError, Turn
 from skyloop.store import keys, notifier
 from skyloop.store.records import AppendResult, ConditionFailedError, StoredEvent, TokenRecord, TurnDecision
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from skyloop.models.agent import Agent
-    from skyloop.store.records import Append, Guard
+    from skyloop.store.records import Append, FileLimits, Guard
 
 
 @dataclass
@@ -36,6 +38,7 @@ class _SessionData:
     decisions: dict[str, TurnDecision] = field(default_factory=dict)
     resumed: dict[str, int] = field(default_factory=dict)
     calls: dict[tuple[str, str], PendingCall] = field(default_factory=dict)
+    files: dict[str, tuple[SessionFile, bytes]] = field(default_factory=dict)
 
 
 class MemoryStore:
@@ -113,13 +116,26 @@ class MemoryStore:
             return page, len(rows) > limit
 
     # ---------------------------------------------------------------- sessions
-    def create_session(self, session: Session) -> None:
+    def create_session(self, session: Session, items: Sequence[ConversationItem] = ()) -> None:
         with self._lock:
             if session.id in self._sessions:
                 raise ConflictError(f"a session with id {session.id!r} already exists")
-            self._sessions[session.id] = _SessionData(
-                session.model_copy(deep=True), self._created(session.id)
+            if items:
+                session = session.model_copy(update={"last_seq": max(session.last_seq, len(items))})
+            data = _SessionData(session.model_copy(deep=True), self._created(session.id))
+            for position, item in enumerate(items, start=1):
+                data.items[(position, position, 0)] = item.model_copy(
+                    update={"position": position, "status": "completed"}, deep=True
+                )
+            self._sessions[session.id] = data
+
+    def list_child_sessions(self, parent_id: str) -> list[Session]:
+        with self._lock:
+            children = sorted(
+                (d for d in self._sessions.values() if d.session.parent_session_id == parent_id),
+                key=lambda d: d.created,
             )
+            return [d.session.model_copy(deep=True) for d in children]
 
     def _data(self, session_id: str) -> _SessionData:
         data = self._sessions.get(session_id)
@@ -463,6 +479,50 @@ class MemoryStore:
             if count_down:
                 data.turns[call.response_id] = turn.model_copy(update={"unanswered": turn.unanswered - 1})
             return True
+
+    # ------------------------------------------------------------------- files
+    def add_file(self, file: SessionFile, data: bytes, limits: FileLimits) -> None:
+        with self._lock:
+            stored = self._data(file.session_id)
+            limits.check(self._totals(stored), file.bytes)
+            if file.id in stored.files:
+                raise ConflictError(f"a file with id {file.id!r} already exists")
+            stored.files[file.id] = (file.model_copy(deep=True), bytes(data))
+
+    @staticmethod
+    def _totals(data: _SessionData) -> tuple[int, int]:
+        return len(data.files), sum(f.bytes for f, _ in data.files.values())
+
+    def file_totals(self, session_id: str) -> tuple[int, int]:
+        with self._lock:
+            data = self._sessions.get(session_id)
+            return self._totals(data) if data else (0, 0)
+
+    def get_file(self, session_id: str, file_id: str) -> SessionFile | None:
+        with self._lock:
+            data = self._sessions.get(session_id)
+            found = data.files.get(file_id) if data else None
+            return found[0].model_copy(deep=True) if found else None
+
+    def read_file(self, file: SessionFile) -> bytes:
+        with self._lock:
+            data = self._sessions.get(file.session_id)
+            found = data.files.get(file.id) if data else None
+            if found is None:
+                raise NotFoundError(f"File not found: '{file.id}'")
+            return found[1]
+
+    def list_files(self, session_id: str) -> list[SessionFile]:
+        with self._lock:
+            data = self._sessions.get(session_id)
+            found = [f.model_copy(deep=True) for f, _ in (data.files.values() if data else [])]
+        return sorted(found, key=lambda f: (f.created_at, f.id))
+
+    def delete_file(self, session_id: str, file_id: str) -> SessionFile | None:
+        with self._lock:
+            data = self._sessions.get(session_id)
+            found = data.files.pop(file_id, None) if data else None
+            return found[0] if found else None
 
     # ------------------------------------------------------------------ tokens
     def count_sessions(self, owner: str, *, running_only: bool = False) -> int:

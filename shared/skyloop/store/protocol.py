@@ -11,9 +11,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from skyloop.models.agent import Agent
-    from skyloop.models.session import ConversationItem, PendingCall, Session, Turn
-    from skyloop.store.records import Append, AppendResult, StoredEvent, TokenRecord, TurnDecision
+    from skyloop.models.session import ConversationItem, PendingCall, Session, SessionFile, Turn
+    from skyloop.store.records import (
+        Append,
+        AppendResult,
+        FileLimits,
+        StoredEvent,
+        TokenRecord,
+        TurnDecision,
+    )
 
 
 class Store(Protocol):
@@ -32,8 +41,10 @@ class Store(Protocol):
     def get_tool_listing(self, agent_id: str, server: str) -> list[dict[str, Any]] | None: ...
     def put_tool_listing(self, agent_id: str, server: str, tools: list[dict[str, Any]]) -> None: ...
 
-    # sessions
-    def create_session(self, session: Session) -> None: ...
+    # sessions; ``items`` seed a fork's or an import's history (positions 1..n, ``last_seq`` n), and a
+    # session with ``parent_session_id`` is listed under its parent; it appears whole or not at all
+    def create_session(self, session: Session, items: Sequence[ConversationItem] = ()) -> None: ...
+    def list_child_sessions(self, parent_id: str) -> list[Session]: ...
     def get_session(self, session_id: str) -> Session: ...
     def list_sessions(
         self,
@@ -70,6 +81,14 @@ class Store(Protocol):
         self, session_id: str, response_id: str, *, iteration: int | None = None
     ) -> list[PendingCall]: ...
     def answer_call(self, call: PendingCall, output: str, *, count_down: bool = True) -> bool: ...
+
+    # session files: metadata rows and their bytes; limits hold however many uploads race
+    def add_file(self, file: SessionFile, data: bytes, limits: FileLimits) -> None: ...
+    def get_file(self, session_id: str, file_id: str) -> SessionFile | None: ...
+    def read_file(self, file: SessionFile) -> bytes: ...
+    def list_files(self, session_id: str) -> list[SessionFile]: ...
+    def delete_file(self, session_id: str, file_id: str) -> SessionFile | None: ...
+    def file_totals(self, session_id: str) -> tuple[int, int]: ...
 
     # bearer tokens (hashes only)
     # quotas (skyloop.quotas)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from skyloop.errors import ConflictError
+from skyloop.errors import ConflictError, FileTooLargeError, SessionFileBytesError, SessionFileCountError
 
 if TYPE_CHECKING:
     from skyloop.models.session import PendingCall, SessionStatus, Turn
@@ -127,6 +127,28 @@ class TokenRecord:
     created_at: int
     owner: str
     scopes: tuple[str, ...] = ("read", "write")  # skyloop.principals.SCOPES
+
+
+@dataclass(frozen=True)
+class FileLimits:
+    """What one session may hold in files; the store enforces them in the write that adds one."""
+
+    max_file_bytes: int
+    max_files: int
+    max_total_bytes: int
+
+    def check(self, totals: tuple[int, int], size: int) -> None:
+        """Raise the 413 naming the first limit one more file of ``size`` bytes would break."""
+        count, used = totals
+        if size > self.max_file_bytes:
+            raise FileTooLargeError(f"the file is {size} bytes; the limit per file is {self.max_file_bytes}")
+        if count >= self.max_files:
+            raise SessionFileCountError(f"the session holds {count} files, its limit of {self.max_files}")
+        if used + size > self.max_total_bytes:
+            raise SessionFileBytesError(
+                f"the session holds {used} bytes of files; {size} more would pass its limit of "
+                f"{self.max_total_bytes}"
+            )
 
 
 class ConditionFailedError(ConflictError):

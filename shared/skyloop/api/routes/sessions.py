@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -10,20 +11,28 @@ from skyloop import bundles, deps, principals, quotas, sessions
 from skyloop.api import openapi
 from skyloop.api.body import parse_model, query
 from skyloop.api.requests import (
+    MAX_INITIAL_EVENTS,
+    ChildListQuery,
     CreateSessionRequest,
+    ForkSessionRequest,
     ItemListQuery,
     SessionEventRequest,
     SessionListQuery,
     UpdateSessionRequest,
+    imported_items,
 )
+from skyloop.api.responses import ChildSessionList
 from skyloop.api.routes._common import current_event, json_response, page, request
 from skyloop.errors import InvalidInputError, UnsupportedMediaTypeError
+from skyloop.ids import new_id
+from skyloop.models.session import ConversationItem
 from skyloop.turns import lifecycle
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler import Response
 
 router = Router()
+SEED_RESPONSE_ID = "seed"  # omnigent's response id for imported history
 
 
 @openapi.operation(
@@ -53,9 +62,29 @@ def create_session() -> Response:
         raise UnsupportedMediaTypeError(
             f"Content-Type must be application/json or multipart/form-data, got '{req.media_type}'"
         )
-    body, _ = req.model(CreateSessionRequest, what="session create request")
-    initial = [initial_message(item) for item in body.initial_items]  # all checked before any write
+    body, raw = req.model(CreateSessionRequest, what="session create request")
     agent = sessions.get_agent(store, body.agent_id)
+    # initial_items: an import's history when host_type "external" is explicit (omnigent's session
+    # import), else events that start the first turn; both checked whole before anything is written
+    items: list[ConversationItem] = []
+    initial: list[SessionEventRequest] = []
+    if "host_type" in raw:
+        now = int(time.time())
+        items = [
+            ConversationItem(id=new_id(), type=kind, response_id=SEED_RESPONSE_ID, created_at=now, data=data)
+            for kind, data in imported_items(body.initial_items, agent.name)
+        ]
+    else:
+        if len(body.initial_items) > MAX_INITIAL_EVENTS:
+            raise InvalidInputError(
+                f"initial_items: at most {MAX_INITIAL_EVENTS} events start a session's turns "
+                '(an import of history says host_type "external")',
+                param="initial_items",
+            )
+        initial = [
+            initial_message(item.model_dump(exclude_none=True), index)
+            for index, item in enumerate(body.initial_items)
+        ]
     session = sessions.create_session(
         store,
         agent,
@@ -65,6 +94,7 @@ def create_session() -> Response:
         workspace=body.workspace,
         reasoning_effort=body.reasoning_effort,
         model_override=body.model_override,
+        items=items,
     )
     for event in initial:
         lifecycle.start_or_join(
@@ -80,21 +110,57 @@ def create_session() -> Response:
     return json_response(201, sessions.snapshot(store, session, deps.runners()))
 
 
-def initial_message(raw: dict[str, Any]) -> SessionEventRequest:
-    """An ``initial_items`` entry: a user message, validated like a posted one."""
-    event = parse_model(SessionEventRequest, raw, what="initial_items entry")
+def initial_message(raw: dict[str, Any], index: int) -> SessionEventRequest:
+    """A queued ``initial_items`` entry: a user message, validated like a posted one."""
+    where = f"initial_items[{index}]"
+    event = parse_model(SessionEventRequest, raw, what=f"{where} entry")
     if event.type != "message":
-        raise InvalidInputError(f"initial_items takes 'message' events, got '{event.type}'")
+        raise InvalidInputError(
+            f"{where}: initial_items takes 'message' events, got '{event.type}'", param=where
+        )
     event.message()
     return event
 
 
 @openapi.operation(
     router,
+    "POST",
+    "/v1/sessions/<session_id>/fork",
+    summary="Fork a session: a new one of the same agent with its history (up to a response)",
+    status=201,
+    body=ForkSessionRequest,
+)
+def fork_session(session_id: str) -> Response:
+    store = deps.store()
+    source = sessions.get_session(store, session_id)
+    body, _ = request(router).model(ForkSessionRequest, what="fork request", required=False)
+    quotas.before_session(store, deps.get_settings(), principals.current().name)
+    fork = sessions.fork_session(
+        store, source, deps.runners(), up_to_response_id=body.up_to_response_id, title=body.title
+    )
+    return json_response(201, sessions.snapshot(store, fork, deps.runners()))
+
+
+@openapi.operation(
+    router,
     "GET",
-    "/v1/sessions",
-    summary="List sessions, newest first (omnigent's visibility and sort_by)",
-    query=SessionListQuery,
+    "/v1/sessions/<session_id>/child_sessions",
+    summary="The sessions forked from this one, newest first",
+    query=ChildListQuery,
+    response=ChildSessionList,
+)
+def list_child_sessions(session_id: str) -> Response:
+    store = deps.store()
+    q = query(current_event(router), ChildListQuery)
+    parent = sessions.get_session(store, session_id)
+    data, has_more = sessions.page_children(
+        store, parent, limit=q.limit, after=q.after, descending=q.order == "desc"
+    )
+    return json_response(200, page(data, has_more))
+
+
+@openapi.operation(
+    router, "GET", "/v1/sessions", summary="List sessions, newest first", query=SessionListQuery
 )
 def list_sessions() -> Response:
     q = query(current_event(router), SessionListQuery)

@@ -2,6 +2,7 @@
 
 from skyloop.store.dynamodb.agents import AgentRecords
 from skyloop.store.dynamodb.events import EventLog
+from skyloop.store.dynamodb.files import FileRecords
 from skyloop.store.dynamodb.maintenance import Maintenance
 from skyloop.store.dynamodb.quotas import QuotaRecords
 from skyloop.store.dynamodb.sessions import SessionRecords
@@ -10,7 +11,14 @@ from skyloop.store.dynamodb.turns import TurnRecords
 
 
 class DynamoStore(
-    AgentRecords, SessionRecords, EventLog, TurnRecords, TokenRecords, QuotaRecords, Maintenance
+    AgentRecords,
+    SessionRecords,
+    EventLog,
+    TurnRecords,
+    FileRecords,
+    TokenRecords,
+    QuotaRecords,
+    Maintenance,
 ):
     """The single table behind :class:`skyloop.store.Store`.
 

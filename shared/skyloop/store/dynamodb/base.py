@@ -105,6 +105,14 @@ class TableBase:
             raise
         return True
 
+    def _put_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Put raw items in batches of 25, retrying what DynamoDB leaves unprocessed."""
+        for start in range(0, len(rows), 25):
+            requests = [{"PutRequest": {"Item": r}} for r in rows[start : start + 25]]
+            while requests:
+                out = self.client.batch_write_item(RequestItems={self.table: requests})
+                requests = out.get("UnprocessedItems", {}).get(self.table, [])
+
     def _delete_keys(self, keys: list[dict[str, Any]]) -> None:
         """Delete raw keys in batches of 25, retrying what DynamoDB leaves unprocessed."""
         for start in range(0, len(keys), 25):

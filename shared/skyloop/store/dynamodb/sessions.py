@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from skyloop.errors import ConflictError, InvalidInputError, NotFoundError
 from skyloop.models.session import Session, TaskError
 from skyloop.store import codec, keys
-from skyloop.store.dynamodb.base import TableBase, error_code
+from skyloop.store.dynamodb.base import TableBase, cancellation_codes, error_code
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from skyloop.models.session import ConversationItem
 
 JSON_FIELDS = ("labels", "last_task_error")  # stored as compact JSON text
 
@@ -31,8 +36,17 @@ def session_from(attrs: dict[str, Any]) -> Session:
 
 
 class SessionRecords(TableBase):
-    def create_session(self, session: Session) -> None:
+    def create_session(self, session: Session, items: Sequence[ConversationItem] = ()) -> None:
+        """Put the row (and its parent's link to it) last: until then its seeded items are unreachable.
+
+        The items go first, in batches (no transaction holds thousands), under
+        a fresh id nobody can know yet; the row and the fork link are then one
+        conditional transaction, so a reader finds the session whole or not at all.
+        """
         created = keys.created_key(time.time_ns(), session.id)
+        if items:
+            session = session.model_copy(update={"last_seq": max(session.last_seq, len(items))})
+            self._put_items(session.id, items)
         item = {
             **session_attrs(session),
             **keys.session_key(session.id),
@@ -41,8 +55,77 @@ class SessionRecords(TableBase):
             keys.NAME_KEY: keys.agent_name_index_value("session", session.owner, session.agent_name),
             keys.CREATED_KEY: created,
         }
-        if not self._put_new(item):
-            raise ConflictError(f"a session with id {session.id!r} already exists")
+        if session.parent_session_id is None:
+            if not self._put_new(item):
+                raise ConflictError(f"a session with id {session.id!r} already exists")
+            return
+        link = {
+            **keys.child_key(session.parent_session_id, session.id),
+            "kind": "child",
+            "child_id": session.id,
+            "created_at": session.created_at,
+        }
+        try:
+            self.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self.table,
+                            "Item": codec.to_item(row),
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    }
+                    for row in (item, link)
+                ]
+            )
+        except ClientError as exc:
+            if error_code(exc) == "TransactionCanceledException" and "ConditionalCheckFailed" in (
+                cancellation_codes(exc)
+            ):
+                raise ConflictError(f"a session with id {session.id!r} already exists") from exc
+            raise
+
+    def _put_items(self, session_id: str, items: Sequence[ConversationItem]) -> None:
+        """Seeded history at positions 1..n (a later append's seq, and so its anchor, is above them)."""
+        pk = keys.session_pk(session_id)
+        prefix = keys.session_blob_prefix(session_id)
+        rows = []
+        for position, conv_item in enumerate(items, start=1):
+            rows.append(
+                codec.to_item(
+                    {
+                        "pk": pk,
+                        "sk": keys.item_sk(position, position, 0),
+                        "id": conv_item.id,
+                        "type": conv_item.type,
+                        "response_id": conv_item.response_id,
+                        "created_at": conv_item.created_at,
+                        "position": position,
+                        **self._text_out("data", codec.dumps(conv_item.data), prefix),
+                    }
+                )
+            )
+        self._put_rows(rows)
+
+    def list_child_sessions(self, parent_id: str) -> list[Session]:
+        """The sessions forked from ``parent_id``, oldest first (a deleted fork's link is gone with it)."""
+        links = self._query_all(
+            {
+                "TableName": self.table,
+                "KeyConditionExpression": "pk = :p AND begins_with(sk, :c)",
+                "ExpressionAttributeValues": {
+                    ":p": codec.attr(keys.session_pk(parent_id)),
+                    ":c": codec.attr(keys.CHILD_PREFIX),
+                },
+                "ConsistentRead": True,
+            }
+        )
+        out = []
+        for link in links:
+            attrs = self._get(keys.session_key(str(link["child_id"])))
+            if attrs is not None:  # a fork deleted between its link and its row's removal
+                out.append((attrs.get(keys.CREATED_KEY, ""), session_from(attrs)))
+        return [s for _, s in sorted(out, key=lambda pair: pair[0])]
 
     def get_session(self, session_id: str) -> Session:
         attrs = self._get(keys.session_key(session_id))
@@ -150,15 +233,21 @@ class SessionRecords(TableBase):
     def delete_session(self, session_id: str) -> None:
         """Remove the session row first (appends then fail their condition), then everything under it."""
         try:
-            self.client.delete_item(
+            old = self.client.delete_item(
                 TableName=self.table,
                 Key=codec.to_item(keys.session_key(session_id)),
                 ConditionExpression="attribute_exists(pk)",
-            )
+                ReturnValues="ALL_OLD",
+            ).get("Attributes", {})
         except ClientError as exc:
             if error_code(exc) == "ConditionalCheckFailedException":
                 raise NotFoundError(f"Session not found: '{session_id}'") from exc
             raise
+        parent = codec.from_item(old).get("parent_session_id") if old else None
+        if parent:
+            self.client.delete_item(
+                TableName=self.table, Key=codec.to_item(keys.child_key(str(parent), session_id))
+            )
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "pk = :p",
