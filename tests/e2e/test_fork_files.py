@@ -83,7 +83,9 @@ def test_fork_then_import_feed_the_next_turn(
     ]
     # And a bad import names the item and creates nothing
     before = http_client.get("/v1/sessions", params={"limit": "100"}).json()["data"]
-    bad = http_client.post("/v1/sessions", json={"agent_id": agent_id, "initial_items": [{"type": "x"}]})
+    bad = http_client.post(
+        "/v1/sessions", json={"agent_id": agent_id, "initial_items": [{"type": "x"}], "host_type": "external"}
+    )
     assert bad.status_code == 400
     assert bad.json()["error"]["param"] == "initial_items[0]"
     assert http_client.get("/v1/sessions", params={"limit": "100"}).json()["data"] == before
