@@ -44,7 +44,8 @@ refuses to synthesize a function whose access nobody decided.
 * ``SECRET_ACCESS``: Secrets Manager actions, by secret name pattern under the stack's prefix
   (``SKYLOOP_SECRETS_PREFIX``, ``skyloop.secrets``). The ``api`` creates the key secret of an
   agent on register and writes a new value when the key changes (CreateSecret, then
-  PutSecretValue when it exists); ``call_model`` reads agents' model keys
+  PutSecretValue when it exists) and deletes it, without a recovery window, when the agent is
+  removed (DeleteSecret); ``call_model`` reads agents' model keys
   (``<prefix>/<agent id>/api_key``); ``run_tool`` reads the secrets MCP headers name, which must
   live under ``<stack>/tools/`` (beside the prefix, so neither step reads the other's secrets).
   Nobody else touches a secret.
@@ -207,7 +208,12 @@ class SecretAccess:
 
 SECRET_ACCESS: dict[str, SecretAccess] = {
     "api": SecretAccess(
-        actions=("secretsmanager:CreateSecret", "secretsmanager:PutSecretValue"), names=(AGENT_KEY_SECRETS,)
+        actions=(
+            "secretsmanager:CreateSecret",
+            "secretsmanager:PutSecretValue",
+            "secretsmanager:DeleteSecret",
+        ),
+        names=(AGENT_KEY_SECRETS,),
     ),
     "call_model": SecretAccess(actions=("secretsmanager:GetSecretValue",), names=(AGENT_KEY_SECRETS,)),
     "run_tool": SecretAccess(actions=("secretsmanager:GetSecretValue",), names=(TOOL_SECRETS,)),

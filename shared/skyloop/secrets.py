@@ -11,6 +11,7 @@ Manager; unit tests use :class:`MemorySecrets`.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any, Protocol
 
@@ -23,6 +24,10 @@ class SecretStore(Protocol):
         ...
 
     def get(self, reference: str) -> str: ...
+
+    def delete(self, reference: str) -> None:
+        """Remove the secret at once (an agent's removal); one already gone is not an error."""
+        ...
 
 
 def api_key_secret_name(prefix: str, agent_id: str) -> str:
@@ -48,6 +53,11 @@ class SecretsManagerStore:
         provider = parameters.SecretsProvider(boto3_client=self.client)
         return str(provider.get(reference, max_age=SECRET_CACHE_S))
 
+    def delete(self, reference: str) -> None:
+        # no recovery window: a removed agent's key must stop existing, not linger for 7-30 days
+        with contextlib.suppress(self.client.exceptions.ResourceNotFoundException):
+            self.client.delete_secret(SecretId=reference, ForceDeleteWithoutRecovery=True)
+
 
 class MemorySecrets:
     """A dict behind the same interface (unit tests)."""
@@ -66,3 +76,7 @@ class MemorySecrets:
         with self._lock:
             self.reads += 1
             return self.values[reference]
+
+    def delete(self, reference: str) -> None:
+        with self._lock:
+            self.values.pop(reference, None)

@@ -195,14 +195,25 @@ def count_agent_sessions(store: Store, agent: Agent) -> int:
         after = found[-1].id
 
 
-def remove_agent(store: Store, agent: Agent) -> int:
-    """Delete every version of the agent's name (omnigent removes an agent, not a version)."""
+def remove_agent(store: Store, agent: Agent, secrets: SecretStore | None = None) -> int:
+    """Delete every version of the agent's name (omnigent removes an agent, not a version).
+
+    Each version's model key goes first, then its row: a removal that fails half way is
+    finished by its retry (a key already gone is no error), and no row outlives its key
+    unnoticed, nor a key its row.
+    """
     removed = 0
     while (newest := store.find_agent_by_name(agent.name, owner=agent.owner)) is not None:
-        store.delete_agent(newest.id)
+        _forget(store, newest, secrets)
         removed += 1
-    store.delete_agent(agent.id)  # an older version passed by id, if the name moved on
+    _forget(store, agent, secrets)  # an older version passed by id, if the name moved on (else a no-op)
     return max(removed, 1)
+
+
+def _forget(store: Store, agent: Agent, secrets: SecretStore | None) -> None:
+    if agent.api_key_secret and secrets is not None:
+        secrets.delete(agent.api_key_secret)
+    store.delete_agent(agent.id)
 
 
 def get_session(store: Store, session_id: str) -> Session:

@@ -199,7 +199,10 @@ SECRET_ARN_PREFIX = [
 AGENT_KEYS = f":secret:{C.STACK_NAME}/agents/*/api_key-??????"
 TOOL_SECRETS = f":secret:{C.STACK_NAME}/tools/*-??????"
 EXPECTED_SECRET_ACCESS = {
-    "api": ({"secretsmanager:CreateSecret", "secretsmanager:PutSecretValue"}, AGENT_KEYS),
+    "api": (
+        {"secretsmanager:CreateSecret", "secretsmanager:PutSecretValue", "secretsmanager:DeleteSecret"},
+        AGENT_KEYS,
+    ),
     "call_model": ({"secretsmanager:GetSecretValue"}, AGENT_KEYS),
     "run_tool": ({"secretsmanager:GetSecretValue"}, TOOL_SECRETS),
 }

@@ -388,3 +388,33 @@ def test_create_with_unknown_fields_is_400(api: Api, session: dict[str, Any]) ->
     # Then it is refused
     assert r.status == 400
     assert r.error()["code"] == "invalid_input"
+
+
+def test_removing_an_agent_deletes_every_versions_model_key(aws: Stack, api: Api) -> None:
+    # Given two versions of one agent, each registered with its model key, and a session of it
+    name = f"keyed-{uuid.uuid4().hex[:8]}"
+    spec = {"name": name, "executor": {"model": "m", "auth": {"api_key": "sk-one"}}}
+    first = api.post_json("/v1/agents", spec)
+    second = api.post_json("/v1/agents", {**spec, "executor": {"model": "m", "auth": {"api_key": "sk-two"}}})
+    assert (first.status, second.status) == (201, 201), (first.body, second.body)
+    secrets = [aws.store.get_agent(r.body["id"]).api_key_secret for r in (first, second)]
+    sm = deps.client("secretsmanager")
+    assert [sm.get_secret_value(SecretId=s)["SecretString"] for s in secrets if s] == ["sk-one", "sk-two"]
+    assert api.post_json("/v1/sessions", {"agent_id": second.body["id"]}).status == 201
+
+    # When it is removed while a session uses it: refused, nothing deleted
+    refused = api.call("DELETE", f"/v1/agents/{second.body['id']}")
+    assert refused.status == 409
+    assert refused.body["sessions_in_use"] == 1
+    assert sm.get_secret_value(SecretId=secrets[1])["SecretString"] == "sk-two"
+
+    # Then, forced: both versions and both keys are gone
+    removed = api.call("DELETE", f"/v1/agents/{first.body['id']}", query={"force": "true"})
+    assert removed.status == 200, removed.body
+    assert removed.body["versions"] == 2
+    for agent_id, secret in zip((first.body["id"], second.body["id"]), secrets, strict=True):
+        assert api.get(f"/v1/agents/{agent_id}").status == 404
+        with pytest.raises(sm.exceptions.ResourceNotFoundException):
+            sm.get_secret_value(SecretId=secret)
+    # and a retried removal is an ordinary 404
+    assert api.call("DELETE", f"/v1/agents/{first.body['id']}").status == 404

@@ -83,7 +83,7 @@ def delete_agent(agent_id: str) -> Response:
             "sessions_in_use": in_use,
         }
         return json_response(409, body)
-    removed = sessions.remove_agent(store, agent)
+    removed = sessions.remove_agent(store, agent, deps.secrets())
     return json_response(
         200, {"id": agent.id, "object": "agent.deleted", "deleted": True, "versions": removed}
     )
