@@ -280,7 +280,9 @@ def main() -> int:
         invocations = dict(counted["invocations"])
         invocations["stream"] = 1
         api_requests = invocations.get("api", 0)
-        gb_s = sum(memory.get(fn, TOOL_MEMORY_MB) / 1024 * secs for fn, secs in counted["lambda_seconds"].items())
+        gb_s = sum(
+            memory.get(fn, TOOL_MEMORY_MB) / 1024 * secs for fn, secs in counted["lambda_seconds"].items()
+        )
         cost = {
             "step_functions": transitions * PRICES["sfn_per_transition"],
             "lambda_requests": sum(invocations.values()) * PRICES["lambda_per_request"],

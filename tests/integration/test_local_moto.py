@@ -1,0 +1,142 @@
+"""The local stack's shortcuts through moto answer exactly as moto's generic path does."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from skyloop.local import moto_dynamodb
+from skyloop.store.schema import create_table_kwargs
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+REGION = "us-east-1"
+
+
+@pytest.fixture
+def ddb() -> Iterator[Any]:
+    env = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local", "AWS_DEFAULT_REGION": REGION}
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            mp.setenv(key, value)
+        mp.delenv("AWS_ENDPOINT_URL", raising=False)
+        undo = moto_dynamodb.install()
+        try:
+            with mock_aws():
+                yield boto3.client("dynamodb", region_name=REGION)
+        finally:
+            undo()
+
+
+def _outcome(call: Callable[[], dict[str, Any]]) -> Any:
+    """A response without its request metadata, or the error as botocore raised it."""
+    try:
+        out = call()
+    except ClientError as exc:
+        body = dict(exc.response)
+        body.pop("ResponseMetadata", None)
+        return ("error", body)
+    out.pop("ResponseMetadata", None)
+    return out
+
+
+def _script(ddb: Any, table: str) -> list[Any]:
+    """Every data-plane operation the store uses, successes and failures alike."""
+    ddb.create_table(**create_table_kwargs(table))
+    key = {"pk": {"S": "S#1"}, "sk": {"S": "META"}}
+    item = {
+        **key,
+        "status": {"S": "idle"},
+        "n": {"N": "1"},
+        "owner_key": {"S": "OWNER#a"},
+        "created_key": {"S": "x"},
+    }
+    events = [
+        {"pk": {"S": "S#1"}, "sk": {"S": f"E#{i:012d}"}, "d": {"M": {"t": {"S": 'é\n"q"'}}}} for i in range(7)
+    ]
+    steps: list[Callable[[], dict[str, Any]]] = [
+        lambda: ddb.put_item(TableName=table, Item=item, ConditionExpression="attribute_not_exists(pk)"),
+        lambda: ddb.put_item(
+            TableName=table,
+            Item=item,
+            ConditionExpression="attribute_not_exists(pk)",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        ),
+        lambda: ddb.get_item(TableName=table, Key=key, ConsistentRead=True),
+        lambda: ddb.get_item(TableName=table, Key={"pk": {"S": "nope"}, "sk": {"S": "META"}}),
+        lambda: ddb.get_item(TableName=table, Key=key, ProjectionExpression="#s", ExpressionAttributeNames={"#s": "status"}),
+        lambda: ddb.transact_write_items(
+            TransactItems=[
+                {"Update": {"TableName": table, "Key": key, "UpdateExpression": "SET n = n + :one",
+                            "ConditionExpression": "n = :n", "ExpressionAttributeValues": {":one": {"N": "1"}, ":n": {"N": "1"}}}},
+                *({"Put": {"TableName": table, "Item": e, "ConditionExpression": "attribute_not_exists(sk)"}} for e in events),
+            ]
+        ),
+        lambda: ddb.transact_write_items(
+            TransactItems=[
+                {"Update": {"TableName": table, "Key": key, "UpdateExpression": "SET n = n + :one",
+                            "ConditionExpression": "n = :n", "ExpressionAttributeValues": {":one": {"N": "1"}, ":n": {"N": "1"}},
+                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
+                {"Put": {"TableName": table, "Item": events[0], "ConditionExpression": "attribute_not_exists(sk)"}},
+            ]
+        ),
+        lambda: ddb.query(
+            TableName=table, KeyConditionExpression="pk = :p AND sk > :s", ConsistentRead=True, Limit=3,
+            ExpressionAttributeValues={":p": {"S": "S#1"}, ":s": {"S": "E#000000000001"}},
+        ),
+        lambda: ddb.query(
+            TableName=table, KeyConditionExpression="pk = :p AND begins_with(sk, :s)", ScanIndexForward=False,
+            ExclusiveStartKey={"pk": {"S": "S#1"}, "sk": {"S": "E#000000000005"}},
+            ExpressionAttributeValues={":p": {"S": "S#1"}, ":s": {"S": "E#"}},
+        ),
+        lambda: ddb.query(
+            TableName=table, IndexName="by_owner", KeyConditionExpression="owner_key = :o",
+            ExpressionAttributeValues={":o": {"S": "OWNER#a"}},
+        ),
+        lambda: ddb.query(TableName=table, KeyConditionExpression="nope = :o", ExpressionAttributeValues={":o": {"S": "a"}}),
+        lambda: ddb.update_item(
+            TableName=table, Key=key, UpdateExpression="SET #s = :s REMOVE created_key", ReturnValues="ALL_NEW",
+            ExpressionAttributeNames={"#s": "status"}, ExpressionAttributeValues={":s": {"S": "running"}},
+        ),
+        lambda: ddb.update_item(TableName=table, Key=key, UpdateExpression="SET b = :b", ExpressionAttributeValues={":b": {"B": b"\x00\x01"}}),
+        lambda: ddb.get_item(TableName=table, Key=key),
+        lambda: ddb.batch_get_item(RequestItems={table: {"Keys": [key, {"pk": {"S": "S#1"}, "sk": {"S": "E#000000000002"}}]}}),
+        lambda: ddb.scan(TableName=table, FilterExpression="attribute_exists(d)", Select="COUNT"),
+        lambda: ddb.delete_item(TableName=table, Key=key, ConditionExpression="#s = :s", ReturnValues="ALL_OLD",
+                                ExpressionAttributeNames={"#s": "status"}, ExpressionAttributeValues={":s": {"S": "idle"}}),
+        lambda: ddb.delete_item(TableName=table, Key=key, ReturnValues="ALL_OLD"),
+        lambda: ddb.get_item(TableName="no-such-table", Key=key),
+    ]  # fmt: skip
+    try:
+        return [_outcome(step) for step in steps]
+    finally:
+        ddb.delete_table(TableName=table)
+
+
+def test_fast_dynamodb_path_answers_as_moto_does(ddb: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    fast = _script(ddb, "t")
+    with monkeypatch.context() as mp:
+        mp.setattr(moto_dynamodb, "FAST_OPERATIONS", frozenset())
+        generic = _script(ddb, "t")
+    assert fast == generic
+    assert fast[1][0] == "error"  # the failures really failed
+    assert fast[6][1]["Error"]["Code"] == "TransactionCanceledException"
+    assert "CancellationReasons" in fast[6][1]
+
+
+def test_fast_path_serves_only_data_plane_requests(ddb: Any) -> None:
+    assert moto_dynamodb.dispatch_fast("https://dynamodb.us-east-1.amazonaws.com/", {}, b"{}") is None
+    headers = {"X-Amz-Target": "DynamoDB_20120810.CreateTable"}
+    assert moto_dynamodb.dispatch_fast("https://dynamodb.us-east-1.amazonaws.com/", headers, b"{}") is None
+    headers = {"X-Amz-Target": "DynamoDB_20120810.PutItem"}
+    binary = b'{"TableName": "t", "Item": {"pk": {"B": "AAE="}}}'
+    assert moto_dynamodb.dispatch_fast("https://dynamodb.us-east-1.amazonaws.com/", headers, binary) is None
+    headers = {"X-Amz-Target": "DynamoDB_20120810.GetItem", "Content-Type": "application/x-amz-json-1.0"}
+    body = b'{"TableName": "none", "Key": {"pk": {"S": "a"}, "sk": {"S": "b"}}}'
+    status, _, text = moto_dynamodb.dispatch_fast("https://dynamodb.us-east-1.amazonaws.com/", headers, body)
+    assert (status, "ResourceNotFoundException" in text) == (400, True)
