@@ -99,6 +99,7 @@ def start(
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     mock_aws(config=MOTO_CONFIG).start()  # in-process AWS for the whole process, for its lifetime
     moto_core.install()
+    moto_core.skip_signing()
     moto_dynamodb.install()
     moto_stepfunctions.install()
     lambda_hook.install()

@@ -26,6 +26,7 @@ from botocore.awsrequest import AWSResponse, HeadersDict
 import skyloop.api.app
 import skyloop.harnesses.openai_responses
 import skyloop.turns.steps  # noqa: F401
+from skyloop.local import moto_core
 from skyloop.local.handlers import LocalContext, error_envelope, handler_for
 from skyloop.store import notifier
 
@@ -61,11 +62,14 @@ def preload() -> None:
     from skyloop.local.handlers import handler_for
 
     botocore.handlers.BUILTIN_HANDLERS.append(("before-send", _forward))
+    moto_core.skip_signing()
     _channel[:] = [_Canned()]  # warm each client's request path once (endpoints, signing, parsing)
     try:
         deps.client("dynamodb").get_item(TableName="warm-up", Key={"pk": {"S": "x"}})
         deps.client("stepfunctions").describe_execution(executionArn=_WARM_ARN)
         deps.client("lambda").get_function(FunctionName="warm-up")
+        # signed (only the hot services skip signing): missing credentials fail here, at start
+        deps.client("secretsmanager").describe_secret(SecretId="warm-up")
     finally:
         _channel.clear()
     for spec in manifest.FUNCTIONS:
