@@ -25,12 +25,8 @@ def ddb() -> Iterator[Any]:
         for key, value in env.items():
             mp.setenv(key, value)
         mp.delenv("AWS_ENDPOINT_URL", raising=False)
-        undo = moto_dynamodb.install()
-        try:
-            with mock_aws():
-                yield boto3.client("dynamodb", region_name=REGION)
-        finally:
-            undo()
+        with mock_aws():
+            yield boto3.client("dynamodb", region_name=REGION)
 
 
 def _outcome(call: Callable[[], dict[str, Any]]) -> Any:
@@ -118,18 +114,34 @@ def _script(ddb: Any, table: str) -> list[Any]:
         ddb.delete_table(TableName=table)
 
 
-def test_fast_dynamodb_path_answers_as_moto_does(ddb: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    fast = _script(ddb, "t")
-    with monkeypatch.context() as mp:
-        mp.setattr(moto_dynamodb, "FAST_OPERATIONS", frozenset())
-        generic = _script(ddb, "t")
-    assert fast == generic
+def test_the_patched_dynamodb_answers_as_moto_does(ddb: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = _script(ddb, "t")
+    undo = moto_dynamodb.install()
+    try:
+        fast = _script(ddb, "t")
+        fast_again = _script(ddb, "t")  # the caches of parsed expressions are warm now
+        with monkeypatch.context() as mp:
+            mp.setattr(moto_dynamodb, "FAST_OPERATIONS", frozenset())
+            generic = _script(ddb, "t")
+    finally:
+        undo()
+    assert fast == plain
+    assert fast_again == plain
+    assert generic == plain
     assert fast[1][0] == "error"  # the failures really failed
     assert fast[6][1]["Error"]["Code"] == "TransactionCanceledException"
     assert "CancellationReasons" in fast[6][1]
 
 
 def test_fast_path_serves_only_data_plane_requests(ddb: Any) -> None:
+    undo = moto_dynamodb.install()
+    try:
+        _only_data_plane()
+    finally:
+        undo()
+
+
+def _only_data_plane() -> None:
     assert moto_dynamodb.dispatch_fast("https://dynamodb.us-east-1.amazonaws.com/", {}, b"{}") is None
     headers = {"X-Amz-Target": "DynamoDB_20120810.CreateTable"}
     assert moto_dynamodb.dispatch_fast("https://dynamodb.us-east-1.amazonaws.com/", headers, b"{}") is None

@@ -19,8 +19,13 @@ moto in place:
 * results that are plain JSON (every item read or write) are encoded with
   ``json.dumps`` instead of moto's generic shape-walking serializer, which costs
   more than the operation itself;
-* a parsed UpdateExpression is kept per expression text (moto's validator
-  works on its own deep copy of it, so the parsed tree is never changed);
+* a parsed UpdateExpression is kept per expression text, with a pickle of it:
+  moto's validator works on its own copy of the tree (so the kept tree is
+  never changed), which is unpickled instead of deep-copied (5x cheaper); the
+  handler's own validation pass reads the same kept tree;
+* a ConditionExpression's tokens are kept per expression text (lexing reads
+  only the text; parsing them against the request's names and values is
+  still moto's, per request);
 * Query results are not deep-copied before they are serialized: the response
   is built from them under the same lock, into new objects, and nothing else
   can change them meanwhile;
@@ -43,9 +48,10 @@ import bisect
 import copy
 import functools
 import json
+import pickle
 import threading
 import uuid
-from collections import defaultdict
+from collections import defaultdict, deque
 from typing import TYPE_CHECKING, Any
 
 from skyloop.local._patch import replace
@@ -297,6 +303,17 @@ def _fast_request_id(_headers: dict[str, str] | None = None) -> str:
     return request_id
 
 
+def _copy_ast(value: Any, memo: Any = None) -> Any:
+    """The validator's private copy of an UpdateExpression tree: unpickled when the tree is a cached one.
+
+    Equal to ``copy.deepcopy`` for these trees (plain objects, no copy hooks), five times cheaper.
+    """
+    frozen = getattr(value, "_skyloop_frozen", None)
+    if isinstance(frozen, bytes):
+        return pickle.loads(frozen)
+    return copy.deepcopy(value, memo)
+
+
 class _NoDeepCopy:
     """Stands in for the ``copy`` module inside moto's Query (see the module docstring)."""
 
@@ -312,7 +329,10 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
     import moto.core.responses as core_responses
     import moto.dynamodb.models as models
     import moto.dynamodb.models.table as table_module
+    import moto.dynamodb.parsing.validators as validators
+    import moto.dynamodb.responses as responses_module
     from moto.core.botocore_stubber import BotocoreStubber
+    from moto.dynamodb.comparisons import ConditionExpressionParser
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.table import Table
     from moto.dynamodb.responses import DynamoHandler, DynamoResult
@@ -329,6 +349,7 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
         all_items=Table.all_items,
         execute_result=DynamoResult.execute_result,
         parser=models.UpdateExpressionParser,
+        lex=ConditionExpressionParser._lex_condition_expression,
         process_request=BotocoreStubber.process_request,
         request_id=core_responses.gen_amzn_requestid_long,
     )
@@ -343,7 +364,21 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
         return _ORIGINAL["process_request"](self, request)
 
     parser_class: Any = _ORIGINAL["parser"]
-    parse_update = functools.lru_cache(maxsize=4096)(parser_class.make)
+
+    @functools.lru_cache(maxsize=4096)
+    def parse_update(expression: str) -> Any:
+        ast = parser_class.make(expression)
+        ast._skyloop_frozen = pickle.dumps(ast, pickle.HIGHEST_PROTOCOL)  # after the dump: copies lack it
+        return ast
+
+    @functools.lru_cache(maxsize=4096)
+    def lex_condition(expression: str) -> tuple[Any, ...]:
+        # lexing reads only the text; the parser's later phases build new nodes, never change these
+        return tuple(_ORIGINAL["lex"](ConditionExpressionParser(expression, None, None)))
+
+    def lex(self: Any) -> Any:
+        return deque(lex_condition(self.condition_expression))
+
     cached_parser = type(
         "CachedUpdateExpressionParser", (parser_class,), {"make": staticmethod(parse_update)}
     )
@@ -430,6 +465,9 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
     replace(Table, "all_items", all_items)
     replace(DynamoResult, "execute_result", execute_result)
     replace(models, "UpdateExpressionParser", cached_parser)
+    replace(responses_module, "UpdateExpressionParser", cached_parser)
+    replace(validators, "deepcopy", _copy_ast)
+    replace(ConditionExpressionParser, "_lex_condition_expression", lex)
     replace(BotocoreStubber, "process_request", process_request)
     replace(core_responses, "gen_amzn_requestid_long", _fast_request_id)
 
@@ -443,6 +481,9 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
         replace(Table, "all_items", _ORIGINAL["all_items"])
         replace(DynamoResult, "execute_result", _ORIGINAL["execute_result"])
         replace(models, "UpdateExpressionParser", _ORIGINAL["parser"])
+        replace(responses_module, "UpdateExpressionParser", _ORIGINAL["parser"])
+        replace(validators, "deepcopy", copy.deepcopy)
+        replace(ConditionExpressionParser, "_lex_condition_expression", _ORIGINAL["lex"])
         replace(BotocoreStubber, "process_request", _ORIGINAL["process_request"])
         replace(core_responses, "gen_amzn_requestid_long", _ORIGINAL["request_id"])
         _ORIGINAL.clear()
