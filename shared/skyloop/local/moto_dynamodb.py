@@ -23,6 +23,8 @@ moto in place:
   moto's validator works on its own copy of the tree (so the kept tree is
   never changed), which is unpickled instead of deep-copied (5x cheaper); the
   handler's own validation pass reads the same kept tree;
+* the validator's tree walkers list the node classes they process once per
+  walker class (moto rebuilds that tuple from a fresh dict at every node);
 * a ConditionExpression's tokens are kept per expression text (lexing reads
   only the text; parsing them against the request's names and values is
   still moto's, per request);
@@ -335,6 +337,7 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
     from moto.dynamodb.comparisons import ConditionExpressionParser
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.table import Table
+    from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser  # type: ignore[attr-defined]
     from moto.dynamodb.responses import DynamoHandler, DynamoResult
 
     if _ORIGINAL:
@@ -350,6 +353,7 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
         execute_result=DynamoResult.execute_result,
         parser=models.UpdateExpressionParser,
         lex=ConditionExpressionParser._lex_condition_expression,
+        node_types=DepthFirstTraverser.nodes_to_be_processed,
         process_request=BotocoreStubber.process_request,
         request_id=core_responses.gen_amzn_requestid_long,
     )
@@ -378,6 +382,14 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
 
     def lex(self: Any) -> Any:
         return deque(lex_condition(self.condition_expression))
+
+    node_types: dict[type, tuple[type, ...]] = {}
+
+    def nodes_to_be_processed(self: Any) -> tuple[type, ...]:
+        found = node_types.get(type(self))
+        if found is None:  # every processor's map has fixed keys: one tuple per class
+            found = node_types[type(self)] = _ORIGINAL["node_types"](self)
+        return found
 
     cached_parser = type(
         "CachedUpdateExpressionParser", (parser_class,), {"make": staticmethod(parse_update)}
@@ -468,6 +480,7 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
     replace(responses_module, "UpdateExpressionParser", cached_parser)
     replace(validators, "deepcopy", _copy_ast)
     replace(ConditionExpressionParser, "_lex_condition_expression", lex)
+    replace(DepthFirstTraverser, "nodes_to_be_processed", nodes_to_be_processed)
     replace(BotocoreStubber, "process_request", process_request)
     replace(core_responses, "gen_amzn_requestid_long", _fast_request_id)
 
@@ -484,6 +497,7 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
         replace(responses_module, "UpdateExpressionParser", _ORIGINAL["parser"])
         replace(validators, "deepcopy", copy.deepcopy)
         replace(ConditionExpressionParser, "_lex_condition_expression", _ORIGINAL["lex"])
+        replace(DepthFirstTraverser, "nodes_to_be_processed", _ORIGINAL["node_types"])
         replace(BotocoreStubber, "process_request", _ORIGINAL["process_request"])
         replace(core_responses, "gen_amzn_requestid_long", _ORIGINAL["request_id"])
         _ORIGINAL.clear()
