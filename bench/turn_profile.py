@@ -54,6 +54,8 @@ def tree_cpu_by_name(root: int) -> Counter[str]:
             _, name, user, system = stats[pid]
             out["dev" if pid == root else name] += user + system
             out["(system, all processes)"] += system
+            if pid == root:
+                out["(system, dev)"] += system
     return out
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import boto3
+import botocore.handlers
 import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from skyloop.local import moto_dynamodb
+from skyloop.local import aws_shortcut, lambda_runtime, moto_dynamodb
 from skyloop.store.schema import create_table_kwargs
 
 if TYPE_CHECKING:
@@ -131,6 +132,19 @@ def test_the_patched_dynamodb_answers_as_moto_does(ddb: Any, monkeypatch: pytest
     assert fast[1][0] == "error"  # the failures really failed
     assert fast[6][1]["Error"]["Code"] == "TransactionCanceledException"
     assert "CancellationReasons" in fast[6][1]
+
+
+def test_calls_answered_without_botocores_transport_are_the_same(ddb: Any) -> None:
+    plain = _script(ddb, "t")
+    undo = moto_dynamodb.install()
+    aws_shortcut.install(lambda_runtime.dispatch_aws)
+    try:
+        short = boto3.client("dynamodb", region_name=REGION)
+        assert (aws_shortcut.EVENT, aws_shortcut.answer) in botocore.handlers.BUILTIN_HANDLERS
+        assert _script(short, "t") == plain
+    finally:
+        aws_shortcut.uninstall()
+        undo()
 
 
 def test_fast_path_serves_only_data_plane_requests(ddb: Any) -> None:

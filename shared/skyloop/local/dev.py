@@ -91,9 +91,9 @@ def start(
     from moto.server import ThreadedMotoServer
 
     from skyloop import deps, manifest, mockllm
-    from skyloop.local import lambda_hook, moto_core, moto_dynamodb, moto_stepfunctions
+    from skyloop.local import aws_shortcut, lambda_hook, moto_core, moto_dynamodb, moto_stepfunctions
     from skyloop.local.gateway import create_gateway
-    from skyloop.local.lambda_runtime import ProcessRuntime
+    from skyloop.local.lambda_runtime import ProcessRuntime, dispatch_aws
     from skyloop.local.resources import bootstrap
     from skyloop.store import notifier
 
@@ -102,6 +102,7 @@ def start(
     moto_core.install()
     moto_core.skip_signing()
     moto_dynamodb.install()
+    aws_shortcut.install(dispatch_aws)
     moto_stepfunctions.install()
     lambda_hook.install()
     notifier.enable_wakeups()  # every append happens in this process (or is forwarded to it)

@@ -98,7 +98,7 @@ class ThreadRuntime:
 
 
 # ------------------------------------------------------------------------------ processes
-def _dispatch_aws(
+def dispatch_aws(
     method: str, url: str, headers: list[tuple[str, Any]], body: bytes
 ) -> tuple[int, Any, bytes]:
     """Serve one worker's AWS request from this process's moto backends (moto's own in-process path)."""
@@ -149,7 +149,7 @@ class _Worker:
             kind = message[0]
             if kind == "aws":
                 try:
-                    self._send(_dispatch_aws(*message[1:]))
+                    self._send(dispatch_aws(*message[1:]))
                 except (OSError, ValueError):
                     break
             elif kind == "notify":

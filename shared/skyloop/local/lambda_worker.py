@@ -26,7 +26,7 @@ from botocore.awsrequest import AWSResponse, HeadersDict
 import skyloop.api.app
 import skyloop.harnesses.openai_responses
 import skyloop.turns.steps  # noqa: F401
-from skyloop.local import moto_core
+from skyloop.local import aws_shortcut, moto_core
 from skyloop.local.handlers import LocalContext, error_envelope, handler_for
 from skyloop.store import notifier
 
@@ -62,6 +62,7 @@ def preload() -> None:
     from skyloop.local.handlers import handler_for
 
     botocore.handlers.BUILTIN_HANDLERS.append(("before-send", _forward))
+    aws_shortcut.install(_send)
     moto_core.skip_signing()
     _channel[:] = [_Canned()]  # warm each client's request path once (endpoints, signing, parsing)
     try:
@@ -165,6 +166,13 @@ def _name_process(function_name: str) -> None:
         libc.prctl(15, f"sl-{function_name}".encode()[:15], 0, 0, 0)  # PR_SET_NAME (Linux)
     except (OSError, AttributeError):
         pass
+
+
+def _send(method: str, url: str, headers: list[tuple[str, Any]], body: bytes) -> Any:
+    """A DynamoDB request to the stack's moto (see :mod:`skyloop.local.aws_shortcut`)."""
+    if not _channel:
+        raise RuntimeError("an AWS call from the local Lambda fork server itself")
+    return _channel[0].call(("aws", method, url, headers, body))
 
 
 def main(conn: Connection, function_name: str, environment: dict[str, str]) -> None:

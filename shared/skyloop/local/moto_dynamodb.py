@@ -24,7 +24,9 @@ moto in place:
   never changed), which is unpickled instead of deep-copied (5x cheaper); the
   handler's own validation pass reads the same kept tree;
 * the validator's tree walkers list the node classes they process once per
-  walker class (moto rebuilds that tuple from a fresh dict at every node);
+  walker class (moto rebuilds that tuple from a fresh dict at every node),
+  and whether a node's class is one of them is answered once per class
+  (the classes are abstract: every ``isinstance`` went through ``ABCMeta``);
 * a ConditionExpression's tokens are kept per expression text (lexing reads
   only the text; parsing them against the request's names and values is
   still moto's, per request);
@@ -305,6 +307,12 @@ def _fast_request_id(_headers: dict[str, str] | None = None) -> str:
     return request_id
 
 
+@functools.cache
+def _is_a(cls: Any, bases: Any) -> bool:
+    """``issubclass``, remembered: moto's tree nodes are abstract classes, slow to ``isinstance``."""
+    return issubclass(cls, bases)
+
+
 def _copy_ast(value: Any, memo: Any = None) -> Any:
     """The validator's private copy of an UpdateExpression tree: unpickled when the tree is a cached one.
 
@@ -337,7 +345,12 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
     from moto.dynamodb.comparisons import ConditionExpressionParser
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.table import Table
-    from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser  # type: ignore[attr-defined]
+    from moto.dynamodb.parsing.ast_nodes import (  # type: ignore[attr-defined]
+        DepthFirstTraverser,
+        Expression,
+        Node,
+        UpdateExpressionFunction,
+    )
     from moto.dynamodb.responses import DynamoHandler, DynamoResult
 
     if _ORIGINAL:
@@ -354,6 +367,8 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
         parser=models.UpdateExpressionParser,
         lex=ConditionExpressionParser._lex_condition_expression,
         node_types=DepthFirstTraverser.nodes_to_be_processed,
+        traverse=DepthFirstTraverser.traverse_node_recursively,
+        find_clauses=Node.find_clauses,
         process_request=BotocoreStubber.process_request,
         request_id=core_responses.gen_amzn_requestid_long,
     )
@@ -390,6 +405,30 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
         if found is None:  # every processor's map has fixed keys: one tuple per class
             found = node_types[type(self)] = _ORIGINAL["node_types"](self)
         return found
+
+    def traverse_node_recursively(self: Any, node: Any, child_id: int = -1) -> Any:
+        # moto's walk, with its isinstance checks against abstract classes answered per type
+        if _is_a(type(node), Node):
+            parent_node = node.parent
+            if node.children is not None:
+                for i, child_node in enumerate(node.children):
+                    self.pre_processing_of_child(node, i)
+                    self.traverse_node_recursively(child_node, i)
+            if _is_a(type(node), self.nodes_to_be_processed()):
+                node = self.process(node)
+                node.parent = parent_node
+                if parent_node:
+                    parent_node.children[child_id] = node
+        return node
+
+    def find_clauses(self: Any, clause_types: Any) -> list[Any]:
+        clauses = []
+        for child in self.children or []:
+            if type(child) in clause_types:
+                clauses.append(child)
+            elif _is_a(type(child), (Expression, UpdateExpressionFunction)):
+                clauses.extend(child.find_clauses(clause_types))
+        return clauses
 
     cached_parser = type(
         "CachedUpdateExpressionParser", (parser_class,), {"make": staticmethod(parse_update)}
@@ -481,6 +520,8 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
     replace(validators, "deepcopy", _copy_ast)
     replace(ConditionExpressionParser, "_lex_condition_expression", lex)
     replace(DepthFirstTraverser, "nodes_to_be_processed", nodes_to_be_processed)
+    replace(DepthFirstTraverser, "traverse_node_recursively", traverse_node_recursively)
+    replace(Node, "find_clauses", find_clauses)
     replace(BotocoreStubber, "process_request", process_request)
     replace(core_responses, "gen_amzn_requestid_long", _fast_request_id)
 
@@ -498,6 +539,8 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
         replace(validators, "deepcopy", copy.deepcopy)
         replace(ConditionExpressionParser, "_lex_condition_expression", _ORIGINAL["lex"])
         replace(DepthFirstTraverser, "nodes_to_be_processed", _ORIGINAL["node_types"])
+        replace(DepthFirstTraverser, "traverse_node_recursively", _ORIGINAL["traverse"])
+        replace(Node, "find_clauses", _ORIGINAL["find_clauses"])
         replace(BotocoreStubber, "process_request", _ORIGINAL["process_request"])
         replace(core_responses, "gen_amzn_requestid_long", _ORIGINAL["request_id"])
         _ORIGINAL.clear()
