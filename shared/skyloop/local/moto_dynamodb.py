@@ -307,10 +307,15 @@ def _fast_request_id(_headers: dict[str, str] | None = None) -> str:
     return request_id
 
 
-@functools.cache
+_SUBCLASSES: dict[tuple[Any, Any], bool] = {}
+
+
 def _is_a(cls: Any, bases: Any) -> bool:
     """``issubclass``, remembered: moto's tree nodes are abstract classes, slow to ``isinstance``."""
-    return issubclass(cls, bases)
+    found = _SUBCLASSES.get((cls, bases))
+    if found is None:
+        found = _SUBCLASSES[cls, bases] = issubclass(cls, bases)
+    return found
 
 
 def _copy_ast(value: Any, memo: Any = None) -> Any:
