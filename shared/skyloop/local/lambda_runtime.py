@@ -105,11 +105,17 @@ def dispatch_aws(
     from botocore.awsrequest import AWSPreparedRequest, HeadersDict
     from moto.core.models import botocore_stubber
 
-    request = AWSPreparedRequest(
-        method=method, url=url, headers=HeadersDict(headers), body=body, stream_output=False
-    )
+    from skyloop.local.moto_dynamodb import dispatch_fast
+
     try:
-        response = botocore_stubber.process_request(request)
+        response = None
+        if method == "POST" and url.startswith(("https://dynamodb.", "http://dynamodb.")):
+            response = dispatch_fast(url, dict(headers), body)  # most requests: DynamoDB's data plane
+        if response is None:
+            request = AWSPreparedRequest(
+                method=method, url=url, headers=HeadersDict(headers), body=body, stream_output=False
+            )
+            response = botocore_stubber.process_request(request)
     except Exception as exc:  # moto failed in a way it does not map to an AWS error
         log.exception("local AWS request failed: %s %s", method, url)
         return 500, {}, json.dumps({"__type": "InternalFailure", "message": str(exc)}).encode()

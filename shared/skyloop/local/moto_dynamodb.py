@@ -53,6 +53,7 @@ import copy
 import functools
 import json
 import pickle
+import re
 import threading
 import uuid
 from collections import defaultdict, deque
@@ -237,7 +238,7 @@ FAST_OPERATIONS = frozenset(
         "TransactWriteItems",
     }
 )
-_BINARY_MARKERS = (b'"B":', b'"BS":', b'"B" :', b'"BS" :')
+_BINARY = re.compile(rb'"BS?"\s*:')  # a binary attribute value (or a map key "B"/"BS": generic path too)
 
 
 class _Headers:
@@ -268,7 +269,7 @@ def dispatch_fast(url: str, headers: Any, body: bytes | str | None) -> Any:
     if isinstance(body, str):
         body = body.encode()
     body = body or b"{}"
-    if any(marker in body for marker in _BINARY_MARKERS):
+    if _BINARY.search(body):
         return None
     try:
         params = json.loads(body)
@@ -296,7 +297,53 @@ def dispatch_fast(url: str, headers: Any, body: bytes | str | None) -> Any:
     handler.response_headers = {"server": "amazon.com"}
     handler.access_key = handler.get_access_key()
     handler.current_account = handler.get_current_account()
-    return handler.call_action()
+    return serve(handler, _ACTIONS[target[len(FAST_TARGET) :]])
+
+
+_ACTIONS = {
+    op: "".join("_" + c.lower() if c.isupper() else c for c in op).lstrip("_") for op in FAST_OPERATIONS
+}
+
+
+def serve(handler: Any, action: str) -> tuple[int, dict[str, str], str]:
+    """moto's ``DynamoHandler.call_action`` for one data-plane action, without its generic steps.
+
+    The same lock, authorization hook, action method and error serialization;
+    a plain-JSON result is encoded with ``json.dumps`` (as :func:`install`
+    makes moto do anyway) instead of going through moto's operation-model
+    lookup, request-id regex over the body and CRC32 header.
+    """
+    from moto.core.exceptions import ServiceException
+    from moto.core.responses import ActionResult
+    from moto.dynamodb.responses import DynamoResult
+    from werkzeug.exceptions import HTTPException
+
+    handler.body = handler.params  # what DynamoHandler.call_action does first
+    headers: dict[str, str] = {}
+    with _lock:
+        try:
+            handler._authenticate_and_authorize_normal_action("*")
+            result = getattr(handler, action)()
+            body: Any = None
+            if type(result) is DynamoResult:
+                try:
+                    body = json.dumps(result.result, separators=(",", ":"))
+                    status, headers = 200, {"Content-Type": "application/x-amz-json-1.0"}
+                except (TypeError, ValueError):
+                    body = None
+            if body is None and isinstance(result, ActionResult):
+                status, headers, body = handler.serialized(result)
+            elif body is None:  # a handler that answers with a string or a tuple, as moto allows
+                status, headers, body = (
+                    (200, {}, result) if isinstance(result, str) else handler._transform_response({}, result)
+                )
+        except ServiceException as exc:
+            status, headers, body = handler.serialized(ActionResult(exc))
+        except HTTPException as exc:  # what moto's call_action makes of one
+            status, headers, body = int(exc.code or 500), dict(exc.get_headers() or []), exc.description
+    headers.update(handler.response_headers)
+    _fast_request_id(headers)
+    return status, headers, body
 
 
 def _fast_request_id(_headers: dict[str, str] | None = None) -> str:
