@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -10,7 +11,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from skyloop.local import aws_shortcut, lambda_runtime, moto_dynamodb
+from skyloop.local import aws_shortcut, lambda_hook, lambda_runtime, moto_dynamodb
 from skyloop.store.schema import create_table_kwargs
 
 if TYPE_CHECKING:
@@ -166,3 +167,68 @@ def _only_data_plane() -> None:
     body = b'{"TableName": "none", "Key": {"pk": {"S": "a"}, "sk": {"S": "b"}}}'
     status, _, text = moto_dynamodb.dispatch_fast("https://dynamodb.us-east-1.amazonaws.com/", headers, body)
     assert (status, "ResourceNotFoundException" in text) == (400, True)
+
+
+def _invocations(lam: Any) -> list[Any]:
+    """Invoke's outcomes: a result, a function error, an unknown function, an asynchronous call."""
+    out: list[Any] = []
+    for name, payload, kind in (
+        ("shout", {"call_id": "c", "arguments": {"text": "hi"}}, "RequestResponse"),
+        ("explode", {"arguments": {"why": "test"}}, "RequestResponse"),
+        ("nope", {}, "RequestResponse"),
+        ("shout", {"call_id": "e", "arguments": {"text": "later"}}, "Event"),
+    ):
+        try:
+            resp = lam.invoke(FunctionName=name, Payload=json.dumps(payload).encode(), InvocationType=kind)
+        except ClientError as exc:
+            out.append(("error", exc.response["Error"]["Code"]))
+            continue
+        body = json.loads(resp["Payload"].read() or b"null")
+        if isinstance(body, dict):
+            body.pop("stackTrace", None)
+        out.append((resp["StatusCode"], resp.get("FunctionError"), resp.get("ExecutedVersion"), body))
+    return out
+
+
+def test_lambda_invoke_shortcut_answers_as_moto_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.integration import tool_functions
+
+    env = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local", "AWS_DEFAULT_REGION": REGION}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("SKYLOOP_LAMBDA_TOOLS", tool_functions.__file__)
+    with mock_aws(config={"lambda": {"use_docker": False}}):
+        lambda_hook.install()
+        try:
+            iam = boto3.client("iam", region_name=REGION)
+            trust = {"Version": "2012-10-17", "Statement": []}
+            role = iam.create_role(RoleName="r", AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+            lam = boto3.client("lambda", region_name=REGION)
+            for name in ("shout", "explode"):
+                lam.create_function(
+                    FunctionName=name,
+                    Runtime="python3.12",
+                    Role=role,
+                    Handler=f"{name}.handler",
+                    Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
+                )
+            plain = _invocations(lam)
+            lambda_hook.install_invoke_shortcut()
+            short = boto3.client("lambda", region_name=REGION)
+            answered: list[bool] = []
+
+            def spy(**kwargs: Any) -> Any:
+                out = lambda_hook.answer_invoke(**kwargs)
+                answered.append(out is not None)
+                return out
+
+            short.meta.events.unregister(lambda_hook.INVOKE_EVENT, lambda_hook.answer_invoke)
+            short.meta.events.register(lambda_hook.INVOKE_EVENT, spy)
+            assert _invocations(short) == plain
+            assert answered == [True, True, False, True]  # the unknown function took moto's own path
+            assert plain[0][0] == 200 and plain[1][1] == "Unhandled" and plain[2][0] == "error"
+        finally:
+            spec = (lambda_hook.INVOKE_EVENT, lambda_hook.answer_invoke)
+            if spec in botocore.handlers.BUILTIN_HANDLERS:
+                botocore.handlers.BUILTIN_HANDLERS.remove(spec)
+            lambda_hook.uninstall()

@@ -103,6 +103,7 @@ def start(
     moto_core.skip_signing()
     moto_dynamodb.install()
     aws_shortcut.install(dispatch_aws)
+    lambda_hook.install_invoke_shortcut()
     moto_stepfunctions.install()
     lambda_hook.install()
     notifier.enable_wakeups()  # every append happens in this process (or is forwarded to it)
