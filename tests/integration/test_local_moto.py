@@ -226,7 +226,7 @@ def test_lambda_invoke_shortcut_answers_as_moto_does(monkeypatch: pytest.MonkeyP
             short.meta.events.register(lambda_hook.INVOKE_EVENT, spy)
             assert _invocations(short) == plain
             assert answered == [True, True, False, True]  # the unknown function took moto's own path
-            assert plain[0][0] == 200 and plain[1][1] == "Unhandled" and plain[2][0] == "error"
+            assert [plain[0][0], plain[1][1], plain[2][0]] == [200, "Unhandled", "error"]
         finally:
             spec = (lambda_hook.INVOKE_EVENT, lambda_hook.answer_invoke)
             if spec in botocore.handlers.BUILTIN_HANDLERS:
