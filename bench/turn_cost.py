@@ -83,41 +83,53 @@ def _kb(item: dict[str, Any]) -> float:
     return len(json.dumps(item)) / 1024
 
 
+def _count(meter: Meter, handler: Any, call: Any) -> Any:
+    """Serve one DynamoDB request through ``call`` and add its request units to ``meter``."""
+    op = (handler.headers.get("X-Amz-Target") or "").split(".")[-1]
+    body = json.loads(handler.body or "{}")
+    result = call()
+    try:
+        out = json.loads(result[2] if isinstance(result, tuple) else result)
+    except (TypeError, ValueError, IndexError):
+        out = {}
+    rru = wru = 0.0
+    if op in ("GetItem",):
+        rru = max(1, math.ceil(_kb(out.get("Item", {})) / 4))
+    elif op in ("Query", "Scan"):
+        rru = max(1, math.ceil(sum(_kb(i) for i in out.get("Items", [])) / 4))
+    elif op in ("PutItem", "DeleteItem", "UpdateItem"):
+        wru = max(1, math.ceil(_kb(body.get("Item", body.get("Key", {})))))
+    elif op == "TransactWriteItems":
+        wru = sum(
+            2 * max(1, math.ceil(_kb(next(iter(t.values())).get("Item", {})))) for t in body["TransactItems"]
+        )
+    elif op == "BatchWriteItem":
+        wru = sum(len(reqs) for reqs in body["RequestItems"].values())
+    with meter.lock:
+        meter.ddb_ops[op] += 1
+        meter.rru += rru
+        meter.wru += wru
+    return result
+
+
 def install_meter(meter: Meter) -> None:
     from moto.awslambda.models import LambdaFunction
     from moto.dynamodb.responses import DynamoHandler
 
+    from skyloop.local import moto_dynamodb
+
     call_action = DynamoHandler.call_action
 
     def metered(self: Any) -> Any:
-        op = (self.headers.get("X-Amz-Target") or "").split(".")[-1]
-        body = json.loads(self.body or "{}")
-        result = call_action(self)
-        try:
-            out = json.loads(result[2] if isinstance(result, tuple) else result)
-        except (TypeError, ValueError, IndexError):
-            out = {}
-        rru = wru = 0.0
-        if op in ("GetItem",):
-            rru = max(1, math.ceil(_kb(out.get("Item", {})) / 4))
-        elif op in ("Query", "Scan"):
-            rru = max(1, math.ceil(sum(_kb(i) for i in out.get("Items", [])) / 4))
-        elif op in ("PutItem", "DeleteItem", "UpdateItem"):
-            wru = max(1, math.ceil(_kb(body.get("Item", body.get("Key", {})))))
-        elif op == "TransactWriteItems":
-            wru = sum(
-                2 * max(1, math.ceil(_kb(next(iter(t.values())).get("Item", {}))))
-                for t in body["TransactItems"]
-            )
-        elif op == "BatchWriteItem":
-            wru = sum(len(reqs) for reqs in body["RequestItems"].values())
-        with meter.lock:
-            meter.ddb_ops[op] += 1
-            meter.rru += rru
-            meter.wru += wru
-        return result
+        return _count(meter, self, lambda: call_action(self))
 
     DynamoHandler.call_action = metered  # type: ignore[method-assign]
+    serve = moto_dynamodb.serve
+
+    def metered_fast(handler: Any, action: str) -> Any:  # the local stack's direct path (same counting)
+        return _count(meter, handler, lambda: serve(handler, action))
+
+    moto_dynamodb.serve = metered_fast  # type: ignore[assignment]
     invoke = LambdaFunction.invoke
 
     def counted(self: LambdaFunction, *args: Any, **kwargs: Any) -> Any:

@@ -114,3 +114,78 @@ def uninstall() -> None:
     replace(LambdaSimpleBackend, "invoke", _saved[1])
     _runtime[0].close()
     _runtime[0] = ThreadRuntime()
+
+
+INVOKE_EVENT = "before-call.lambda.Invoke"
+
+
+def answer_invoke(model: Any, params: dict[str, Any], **_: Any) -> tuple[Any, dict[str, Any]] | None:
+    """botocore ``before-call`` for Lambda's Invoke from this process (Step Functions' tasks).
+
+    What moto's Invoke API does (``LambdaResponse.invoke`` over its backend),
+    without its generic HTTP dispatch; the response is parsed by botocore's
+    own parser. A function moto does not know takes moto's own path, which
+    raises its error.
+    """
+    import json
+    import os
+    import sys
+    from urllib.parse import parse_qs, unquote, urlsplit
+
+    from botocore.awsrequest import AWSResponse, HeadersDict
+    from botocore.parsers import create_parser
+    from botocore.response import StreamingBody
+    from moto.awslambda_simple.models import lambda_simple_backends
+    from moto.core import DEFAULT_ACCOUNT_ID
+
+    from skyloop.local.aws_shortcut import _Body
+
+    url = params["url"]
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/").split("/")
+    if params.get("method") != "POST" or len(path) < 3 or path[-1] != "invocations":
+        return None
+    region = parts.netloc.split(".")[1] if parts.netloc.startswith("lambda.") else ""
+    headers = params["headers"]
+    qualifier = (parse_qs(parts.query).get("Qualifier") or [None])[0]
+    account = os.environ.get("MOTO_ACCOUNT_ID", DEFAULT_ACCOUNT_ID)
+    try:
+        function = lambda_simple_backends[account][region].get_function(unquote(path[-2]), qualifier)
+    except Exception:  # unknown function or region: moto's path answers with its error
+        return None
+    body = params.get("body") or b""
+    response_headers: dict[str, str] = {}
+    payload = function.invoke(body, headers, response_headers)
+    payload = payload if isinstance(payload, bytes) else str(payload).encode()
+    kind = headers.get("X-Amz-Invocation-Type")
+    if kind != "Event" and sys.getsizeof(payload) > 6000000:  # as moto's LambdaResponse.invoke
+        response_headers["x-amz-function-error"] = "Unhandled"
+        error = {
+            "errorMessage": "Response payload size exceeded maximum allowed payload size (6291556 bytes).",
+            "errorType": "Function.ResponseSizeTooLarge",
+        }
+        payload = json.dumps(error).encode("utf-8")
+    response_headers["Content-Length"] = str(len(payload))
+    response_headers["content-type"] = "application/json"
+    status = {"Event": 202, "DryRun": 204}.get(kind or "", 200)
+    if headers.get("X-Amz-Log-Type") != "Tail":
+        response_headers.pop("x-amz-log-result", None)
+    http = AWSResponse(url, status, HeadersDict(response_headers), _Body(payload))
+    response = {
+        "headers": http.headers,
+        "status_code": status,
+        "context": {"operation_name": model.name},
+        "body": StreamingBody(_Body(payload), len(payload)),
+    }
+    parsed: dict[str, Any] = create_parser("rest-json").parse(response, model.output_shape)
+    if "ResponseMetadata" in parsed:
+        parsed["ResponseMetadata"]["RetryAttempts"] = 0
+    return http, parsed
+
+
+def install_invoke_shortcut() -> None:
+    """Let this process's future Lambda clients invoke functions without moto's HTTP dispatch."""
+    import botocore.handlers
+
+    if (INVOKE_EVENT, answer_invoke) not in botocore.handlers.BUILTIN_HANDLERS:
+        botocore.handlers.BUILTIN_HANDLERS.append((INVOKE_EVENT, answer_invoke))

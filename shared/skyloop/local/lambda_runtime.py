@@ -11,7 +11,7 @@ what made an output posted the instant its call was published answer
 :class:`ProcessRuntime` (what ``skyloop dev`` uses) therefore runs every
 invocation in a worker process bound to one function, one invocation at a
 time, as Lambda does; it keeps warm environments per function and forks new
-ones from a pre-loaded fork server when all are busy. Workers reach moto
+ones from a pre-loaded fork server when all have been busy for a moment. Workers reach moto
 through a pipe to this process (see :mod:`skyloop.local.lambda_worker`), and
 with several processes the stack also uses more than one core. A function
 that outlives its timeout is killed, like Lambda's ``Task timed out``.
@@ -47,7 +47,9 @@ log = logging.getLogger("skyloop.local")
 
 SERIALIZED_FUNCTIONS = frozenset({"api"})
 ZYGOTE_START_S = 60.0  # the fork server imports boto3, openai and Powertools once
-SPAWN_S = 30.0  # thread runtime: functions whose framework keeps request state
+SPAWN_S = 30.0  # how long a new environment may take to connect
+# how long an invocation waits for a busy environment of its function before a new one starts
+SPAWN_AFTER_S = float(os.environ.get("SKYLOOP_LAMBDA_SPAWN_AFTER_S", "0.25"))
 
 
 @dataclass
@@ -96,18 +98,24 @@ class ThreadRuntime:
 
 
 # ------------------------------------------------------------------------------ processes
-def _dispatch_aws(
+def dispatch_aws(
     method: str, url: str, headers: list[tuple[str, Any]], body: bytes
 ) -> tuple[int, Any, bytes]:
     """Serve one worker's AWS request from this process's moto backends (moto's own in-process path)."""
     from botocore.awsrequest import AWSPreparedRequest, HeadersDict
     from moto.core.models import botocore_stubber
 
-    request = AWSPreparedRequest(
-        method=method, url=url, headers=HeadersDict(headers), body=body, stream_output=False
-    )
+    from skyloop.local.moto_dynamodb import dispatch_fast
+
     try:
-        response = botocore_stubber.process_request(request)
+        response = None
+        if method == "POST" and url.startswith(("https://dynamodb.", "http://dynamodb.")):
+            response = dispatch_fast(url, dict(headers), body)  # most requests: DynamoDB's data plane
+        if response is None:
+            request = AWSPreparedRequest(
+                method=method, url=url, headers=HeadersDict(headers), body=body, stream_output=False
+            )
+            response = botocore_stubber.process_request(request)
     except Exception as exc:  # moto failed in a way it does not map to an AWS error
         log.exception("local AWS request failed: %s %s", method, url)
         return 500, {}, json.dumps({"__type": "InternalFailure", "message": str(exc)}).encode()
@@ -147,7 +155,7 @@ class _Worker:
             kind = message[0]
             if kind == "aws":
                 try:
-                    self._send(_dispatch_aws(*message[1:]))
+                    self._send(dispatch_aws(*message[1:]))
                 except (OSError, ValueError):
                     break
             elif kind == "notify":
@@ -205,14 +213,22 @@ class ProcessRuntime:
         max_environments: the most environments alive at once, over all functions; an
             invocation beyond that waits for one to come free (Lambda would throttle).
         idle_ttl_s: how long an idle environment beyond the first of its function is kept.
+        spawn_after_s: how long an invocation waits for a busy environment of its function
+            before a new one is started (see :meth:`_acquire`).
     """
 
     def __init__(
-        self, functions: list[str], *, max_environments: int = 64, idle_ttl_s: float = 300.0
+        self,
+        functions: list[str],
+        *,
+        max_environments: int = 64,
+        idle_ttl_s: float = 300.0,
+        spawn_after_s: float = SPAWN_AFTER_S,
     ) -> None:
         from multiprocessing.connection import Listener
 
         self._max = max_environments
+        self._spawn_after_s = spawn_after_s
         self._idle_ttl_s = idle_ttl_s
         self._lock = threading.Condition()
         self._idle: dict[str, list[_Worker]] = {name: [] for name in functions}
@@ -317,6 +333,19 @@ class ProcessRuntime:
         return True
 
     def _acquire(self, name: str) -> _Worker:
+        """A free environment of ``name``; a new one only after ``spawn_after_s`` without one.
+
+        Most invocations take a few milliseconds, so a busy environment is
+        usually free again before a new one would be ready: a forked
+        environment costs tens of milliseconds of CPU to start and to warm (its
+        first invocations copy the memory pages they touch), and under a burst
+        of turns starting one per waiting invocation was a third of the CPU.
+        Waiting up to a quarter of a second first (what a Lambda cold start
+        costs too) keeps the pool as small as the load needs; a long
+        invocation (a real model call) still gets a new environment after the
+        wait, as Lambda scales out. ``SKYLOOP_LAMBDA_SPAWN_AFTER_S`` sets it.
+        """
+        spawn_at = time.monotonic() + self._spawn_after_s
         with self._lock:
             while True:
                 if self._closed:
@@ -325,13 +354,12 @@ class ProcessRuntime:
                 while idle:
                     worker = idle.pop()
                     if worker.alive:
-                        if not idle and not self._spawning.get(name) and self._reserve_spawn(name):
-                            threading.Thread(target=self._add_idle, args=(name,), daemon=True).start()
                         return worker
                     self._count -= 1
-                if not self._spawning.get(name) and self._reserve_spawn(name):
+                wait = spawn_at - time.monotonic()
+                if wait <= 0 and not self._spawning.get(name) and self._reserve_spawn(name):
                     threading.Thread(target=self._add_idle, args=(name,), daemon=True).start()
-                self._lock.wait(0.5)
+                self._lock.wait(wait if wait > 0 else 0.5)
 
     def _release(self, worker: _Worker) -> None:
         with self._lock:

@@ -11,6 +11,7 @@ are forwarded there too.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
@@ -25,6 +26,7 @@ from botocore.awsrequest import AWSResponse, HeadersDict
 import skyloop.api.app
 import skyloop.harnesses.openai_responses
 import skyloop.turns.steps  # noqa: F401
+from skyloop.local import aws_shortcut, moto_core
 from skyloop.local.handlers import LocalContext, error_envelope, handler_for
 from skyloop.store import notifier
 
@@ -60,11 +62,15 @@ def preload() -> None:
     from skyloop.local.handlers import handler_for
 
     botocore.handlers.BUILTIN_HANDLERS.append(("before-send", _forward))
+    aws_shortcut.install(_send)
+    moto_core.skip_signing()
     _channel[:] = [_Canned()]  # warm each client's request path once (endpoints, signing, parsing)
     try:
         deps.client("dynamodb").get_item(TableName="warm-up", Key={"pk": {"S": "x"}})
         deps.client("stepfunctions").describe_execution(executionArn=_WARM_ARN)
         deps.client("lambda").get_function(FunctionName="warm-up")
+        # signed (only the hot services skip signing): missing credentials fail here, at start
+        deps.client("secretsmanager").describe_secret(SecretId="warm-up")
     finally:
         _channel.clear()
     for spec in manifest.FUNCTIONS:
@@ -159,9 +165,26 @@ def _forward(request: Any, event_name: str = "", **_: Any) -> AWSResponse | None
     return AWSResponse(request.url, status, HeadersDict(out_headers), _RawBody(out_body))
 
 
+def _name_process(function_name: str) -> None:
+    """Show the function in ``top``/``ps -o comm`` (and let benchmarks split CPU per function)."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.prctl(15, f"sl-{function_name}".encode()[:15], 0, 0, 0)  # PR_SET_NAME (Linux)
+    except (OSError, AttributeError):
+        pass
+
+
+def _send(method: str, url: str, headers: list[tuple[str, Any]], body: bytes) -> Any:
+    """A DynamoDB request to the stack's moto (see :mod:`skyloop.local.aws_shortcut`)."""
+    if not _channel:
+        raise RuntimeError("an AWS call from the local Lambda fork server itself")
+    return _channel[0].call(("aws", method, url, headers, body))
+
+
 def main(conn: Connection, function_name: str, environment: dict[str, str]) -> None:
     """Serve invocations of ``function_name`` until the stack closes the pipe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the stack, which then closes the pipe
+    _name_process(function_name)
     os.environ.clear()
     os.environ.update(environment)
     channel = Channel(conn)

@@ -1,9 +1,11 @@
-"""Take per-request reflection out of moto's dispatch.
+"""Take per-request work that nothing reads out of moto's dispatch and boto3's requests.
 
 Every request moto serves lists its handler class's methods with
 ``inspect.getmembers`` to check the action exists (about 0.1 ms, more than a
 GetItem's own work). A class's methods do not change while the stack runs,
-so the list is computed once per class. Real AWS needs none of this.
+so the list is computed once per class. The local stack's own clients also
+skip SigV4 signing for the services on its hot path (:func:`skip_signing`).
+Real AWS needs none of this.
 """
 
 from __future__ import annotations
@@ -38,3 +40,28 @@ def install() -> Callable[[], None]:
 
     _undo.append(undo)
     return undo
+
+
+UNSIGNED_SERVICES = ("dynamodb", "sfn", "lambda")  # botocore service ids of the hot paths
+
+
+def _unsigned(**_: Any) -> Any:
+    import botocore
+
+    return botocore.UNSIGNED
+
+
+def skip_signing() -> None:
+    """Let this process's future boto3 clients send the hot services' requests unsigned.
+
+    Every request of the local stack is served by moto in this process tree,
+    which reads no signature (an unsigned request is moto's default account,
+    as the stack's fixed local keys are); SigV4 signing was a sixth of a turn
+    step's CPU. Registered first, so it wins over the operation's own signer.
+    """
+    import botocore.handlers
+
+    for service in UNSIGNED_SERVICES:
+        spec = (f"choose-signer.{service}", _unsigned, botocore.handlers.REGISTER_FIRST)
+        if spec not in botocore.handlers.BUILTIN_HANDLERS:
+            botocore.handlers.BUILTIN_HANDLERS.append(spec)

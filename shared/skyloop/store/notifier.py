@@ -73,7 +73,8 @@ class Subscription:
         event set, so the wait returns at once.
         """
         try:
-            await asyncio.wait_for(self._event.wait(), timeout)
+            async with asyncio.timeout(timeout):  # no extra task per wait, unlike wait_for
+                await self._event.wait()
             return True
         except TimeoutError:
             return False

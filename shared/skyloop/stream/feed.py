@@ -134,8 +134,10 @@ class SessionFeed:
         """Return once the feed's head moves past ``cursor``, or after ``timeout`` seconds."""
         if self.head > cursor:
             return
+        # asyncio.timeout, not wait_for: no extra task per wait (every viewer waits after every page)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._changed.wait()
 
     def close(self) -> None:
         self._task.cancel()
