@@ -115,7 +115,10 @@ def test_attach_shows_the_history_follows_the_stream_and_co_drives(
 ) -> None:
     # Given a session with one finished turn
     s = scripted(
-        http_client, mock_llm_server_url, "attach", ["first answer", "answer to elsewhere", "answer to attach"]
+        http_client,
+        mock_llm_server_url,
+        "attach",
+        ["first answer", "answer to elsewhere", "answer to attach"],
     )
     sid = s["sid"]
     run_turn(http_client, sid, "first question")

@@ -75,7 +75,9 @@ class Tty:
                 return found
             left = deadline - time.monotonic()
             if left <= 0 or self._read(min(left, 0.2)) is False:
-                raise TtyTimeout(f"{pattern!r} not seen in {timeout}s; output since last match:\n{self.tail()}")
+                raise TtyTimeout(
+                    f"{pattern!r} not seen in {timeout}s; output since last match:\n{self.tail()}"
+                )
 
     def send(self, text: str) -> None:
         os.write(self.master, text.encode())
@@ -89,7 +91,7 @@ class Tty:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             exited = self.proc.poll() is not None
-            if self._read(0.2) is False or exited and self._read(0) is None:
+            if self._read(0.2) is False or (exited and self._read(0) is None):
                 break
         try:
             return self.proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
