@@ -66,7 +66,7 @@ class Omnigent:
             check=False,
         )
 
-    def tty(self, *args: str) -> Tty:
+    def tty(self, *args: str, **env: str) -> Tty:
         """The CLI on a pseudo-terminal, for its interactive REPL (close it, or use ``with``).
 
         A theme is preset: on a first launch the REPL otherwise stops at its theme picker.
@@ -75,7 +75,7 @@ class Omnigent:
         if not config.exists():
             config.parent.mkdir(exist_ok=True)
             config.write_text("tui:\n  theme: light\n")
-        return Tty([str(self.venv / "bin" / "omnigent"), *args], env=self.env(), cwd=self.home)
+        return Tty([str(self.venv / "bin" / "omnigent"), *args], env=self.env(**env), cwd=self.home)
 
     def script(self, name: str, *args: str, timeout: float = 90, cwd: Path | None = None) -> Any:
         """Run ``tests/compat/<name>`` in the venv; it prints one JSON document last."""

@@ -19,7 +19,9 @@ from tests.e2e.conftest import (
     input_texts,
     message_event,
     new_mock_agent_session,
+    release_gate,
     unique,
+    wait_for_gate,
     wait_status,
 )
 
@@ -78,7 +80,7 @@ def test_repl_runs_turns_and_its_effort_and_model_commands_reach_the_model(
         tty.line("/effort high")
         tty.expect("reasoning effort set to high")
         tty.line(f"/model {override}")
-        tty.expect(f"model set to {override}")
+        tty.expect(f"model set to {override}", timeout=120)
         # Then they PATCHed the session
         snap = http_client.get(f"/v1/sessions/{sid}").json()
         assert (snap["reasoning_effort"], snap["model_override"]) == ("high", override)
@@ -98,6 +100,18 @@ def test_repl_runs_turns_and_its_effort_and_model_commands_reach_the_model(
     assert len(get_mock_requests(mock_llm_server_url, key=model)) == 1
 
 
+def cli_log_says(omnigent: Omnigent, text: str, timeout: float = 20) -> None:
+    """Wait for ``text`` in omnigent's CLI log (where the REPL sends its stderr)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(
+            text in log.read_text(errors="replace") for log in omnigent.home.glob(".omnigent/logs/cli/*.log")
+        ):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{text!r} not in omnigent's CLI log after {timeout}s")
+
+
 def run_turn(http_client: httpx.Client, sid: str, text: str) -> None:
     assert http_client.post(f"/v1/sessions/{sid}/events", json=message_event(text)).status_code == 202
     wait_status(http_client, sid, "idle")
@@ -114,23 +128,28 @@ def test_attach_shows_the_history_follows_the_stream_and_co_drives(
     omnigent: Omnigent, http_client: httpx.Client, live_server: str, mock_llm_server_url: str
 ) -> None:
     # Given a session with one finished turn
-    s = scripted(
-        http_client,
-        mock_llm_server_url,
-        "attach",
-        ["first answer", "answer to elsewhere", "answer to attach"],
-    )
-    sid = s["sid"]
+    answers = [
+        {"text": "first answer"},
+        {"text": "answer to elsewhere", "block": True},
+        {"text": "answer to attach"},
+    ]
+    _, _, sid = new_mock_agent_session(http_client, mock_llm_server_url, "attach", answers)
     run_turn(http_client, sid, "first question")
 
-    with omnigent.tty("attach", sid, "--server", live_server) as tty:
+    # (omnigent's stream replays nothing: its adapter's debug line, in the CLI's log, says it listens)
+    with omnigent.tty("attach", sid, "--server", live_server, OMNIGENT_SESSIONS_ADAPTER_DEBUG="1") as tty:
         # When omnigent attaches, then it shows the session's history
         tty.expect("first question")
         tty.expect("first answer")
-        tty.expect("ready")
-        # And a turn another client starts streams into it
-        run_turn(http_client, sid, "asked elsewhere")
+        cli_log_says(omnigent, f"subscribing /stream {sid}")
+        # And a turn another client starts streams into it (its model call held until attach listens)
+        events = f"/v1/sessions/{sid}/events"
+        assert http_client.post(events, json=message_event("asked elsewhere")).status_code == 202
+        wait_for_gate(mock_llm_server_url)
+        time.sleep(0.5)
+        release_gate(mock_llm_server_url)
         tty.expect("answer to elsewhere")
+        wait_status(http_client, sid, "idle")
         # And a prompt typed there runs on the session
         tty.line("typed in attach")
         tty.expect("answer to attach")
@@ -139,7 +158,14 @@ def test_attach_shows_the_history_follows_the_stream_and_co_drives(
         assert tty.wait() == 0, tty.tail()
     items = http_client.get(f"/v1/sessions/{sid}/items").json()["data"]
     texts = [b["text"] for i in items if i["type"] == "message" for b in i["content"]]
-    assert texts[-2:] == ["typed in attach", "answer to attach"]
+    assert texts == [
+        "first question",
+        "first answer",
+        "asked elsewhere",
+        "answer to elsewhere",
+        "typed in attach",
+        "answer to attach",
+    ]
 
 
 def test_run_fork_opens_the_repl_on_a_fork_with_the_history(

@@ -1,8 +1,9 @@
 """A pseudo-terminal driver for omnigent's interactive CLI (its REPL refuses to run without a TTY).
 
-Stdlib only (``pty``, ``select``), so the test process itself drives the child and
+Stdlib only (``os.openpty``, ``select``), so the test process itself drives the child and
 can check skyloop and the mock between keystrokes. Matching reads the output with
-terminal escape sequences removed; prompt_toolkit takes Enter as ``\\r``.
+terminal escape sequences removed; prompt_toolkit takes Enter as ``\\r``, and its
+cursor-position requests are answered, as a real terminal does.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Self
 
+CPR = b"\x1b[6n"  # "where is the cursor?"
 ESCAPES = re.compile(r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 
 
@@ -62,6 +64,8 @@ class Tty:
         except OSError:  # EIO: every process holding the terminal has exited
             return False
         self.raw += chunk
+        for _ in range(chunk.count(CPR)):  # answer as a terminal would: prompt_toolkit waits for it
+            os.write(self.master, b"\x1b[1;1R")
         return bool(chunk)
 
     def expect(self, pattern: str, timeout: float = 30) -> re.Match[str]:
