@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.compat.omnigent_env import VenvError, ensure_venv
+from tests.compat.tty import Tty
 from tests.e2e.conftest import (  # noqa: F401  (fixtures shared with the e2e suite)
     http_client,
     live_runner_id,
@@ -64,6 +65,17 @@ class Omnigent:
             timeout=timeout,
             check=False,
         )
+
+    def tty(self, *args: str, **env: str) -> Tty:
+        """The CLI on a pseudo-terminal, for its interactive REPL (close it, or use ``with``).
+
+        A theme is preset: on a first launch the REPL otherwise stops at its theme picker.
+        """
+        config = self.home / ".omnigent" / "config.yaml"
+        if not config.exists():
+            config.parent.mkdir(exist_ok=True)
+            config.write_text("tui:\n  theme: light\n")
+        return Tty([str(self.venv / "bin" / "omnigent"), *args], env=self.env(**env), cwd=self.home)
 
     def script(self, name: str, *args: str, timeout: float = 90, cwd: Path | None = None) -> Any:
         """Run ``tests/compat/<name>`` in the venv; it prints one JSON document last."""

@@ -14,9 +14,13 @@ import pytest
 
 from tests.compat.test_agent_client_tools import AGENT_TOOLS
 from tests.e2e.conftest import (
+    get_mock_requests,
+    input_texts,
+    message_event,
     new_mock_agent_session,
     release_gate,
     wait_for_gate,
+    wait_status,
 )
 
 if TYPE_CHECKING:
@@ -111,3 +115,24 @@ def test_server_info_validates_against_omnigents_model(omnigent: Omnigent, live_
     out = omnigent.script("server_info.py", live_server)
     assert out == {"agent_install": True, "version": out["version"], "valid": True}
     assert json.dumps(out)
+
+
+def test_cli_one_shot_resume_continues_the_session(
+    omnigent: Omnigent, http_client: httpx.Client, live_server: str, mock_llm_server_url: str
+) -> None:
+    # Given a session with one finished turn
+    _, model, sid = new_mock_agent_session(
+        http_client, mock_llm_server_url, "cli-resume", [{"text": "first answer"}, {"text": "resumed answer"}]
+    )
+    assert http_client.post(f"/v1/sessions/{sid}/events", json=message_event("first")).status_code == 202
+    wait_status(http_client, sid, "idle")
+    name = http_client.get(f"/v1/sessions/{sid}").json()["agent_name"]
+    # When `omnigent run --server URL --resume ID -p ...` runs (the agent picked by name)
+    done = omnigent.cli(
+        "run", "--server", live_server, "--resume", sid, "-p", "again", stdin=f"{name}\n", timeout=90
+    )
+    # Then the turn ran on that session, its history sent to the model
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "resumed answer" in done.stdout
+    sent = get_mock_requests(mock_llm_server_url, key=model)[-1]
+    assert input_texts(sent) == ["first", "first answer", "again"]

@@ -175,28 +175,43 @@ class ImportedBlock(BaseModel):
     text: str = Field(max_length=MAX_TEXT_CHARS)
 
 
-class ImportedMessage(BaseModel):
+class ExportedItem(BaseModel):
+    """What ``omnigent session export`` leaves on each item besides its data: ``created_at``.
+
+    Its import strips the other envelope fields but not this one; omnigent's
+    server drops it (an imported item is new), and so does skyloop.
+    """
+
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
+    created_at: int | None = Field(default=None, ge=0)
+
+
+class ImportedMessage(ExportedItem):
     role: Literal["user", "assistant"]
     content: list[ImportedBlock] = Field(min_length=1, max_length=64)
     agent: str | None = Field(default=None, max_length=256, alias="model")  # omnigent sends either
+    # omnigent's message flags, on its servers' exports; accepted, not stored (skyloop has no hidden
+    # or partial messages: a meta or interrupted message is imported as a plain one)
+    user_authored: bool = False
+    is_meta: bool = False
+    interrupted: bool = False
+    stream_message_id: str | None = Field(default=None, max_length=256)
+    subagent_return_id: str | None = Field(default=None, max_length=256)
 
 
-class ImportedFunctionCall(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
+class ImportedFunctionCall(ExportedItem):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,256}$")
     arguments: str = Field(max_length=MAX_OUTPUT_CHARS)
     call_id: str = Field(min_length=1, max_length=256)
     agent: str | None = Field(default=None, max_length=256, alias="model")
+    namespace: str | None = Field(default=None, max_length=256)  # omnigent's; not stored
 
 
-class ImportedFunctionCallOutput(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ImportedFunctionCallOutput(ExportedItem):
     call_id: str = Field(min_length=1, max_length=256)
     output: str = Field(max_length=MAX_OUTPUT_CHARS)
+    subagent_return_id: str | None = Field(default=None, max_length=256)  # omnigent's; not stored
 
 
 IMPORT_TYPES: dict[str, type[BaseModel]] = {
@@ -457,6 +472,17 @@ class ListQuery(BaseModel):
     limit: int = Field(default=20, ge=1, le=1000)
     after: str | None = Field(default=None, max_length=64)
     order: Literal["asc", "desc"] = "desc"
+
+
+class SessionGetQuery(BaseModel):
+    """omnigent's snapshot switches: ``include_items=false`` (its ``session export`` reads items by
+    page) returns ``items: []``; ``include_liveness=false`` returns ``runner_online: null``.
+    Its other switches (``include_usage``, ``include_live_status``, ``refresh_state``) are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    include_items: bool = True
+    include_liveness: bool = True
 
 
 class AgentListQuery(ListQuery):

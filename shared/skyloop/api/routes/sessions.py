@@ -17,6 +17,7 @@ from skyloop.api.requests import (
     ForkSessionRequest,
     ItemListQuery,
     SessionEventRequest,
+    SessionGetQuery,
     SessionListQuery,
     UpdateSessionRequest,
     imported_items,
@@ -168,13 +169,21 @@ def list_sessions() -> Response:
     return json_response(200, page([sessions.list_item(s) for s in found], has_more))
 
 
-@openapi.operation(router, "GET", "/v1/sessions/<session_id>", summary="A session with its newest items")
+@openapi.operation(
+    router,
+    "GET",
+    "/v1/sessions/<session_id>",
+    summary="A session with its newest items",
+    query=SessionGetQuery,
+)
 def get_session(session_id: str) -> Response:
+    q = query(current_event(router), SessionGetQuery)
     store = deps.store()
     session = sessions.get_session(store, session_id)
-    return json_response(
-        200, sessions.snapshot(store, session, deps.runners()), headers={"Cache-Control": "no-store"}
-    )
+    snap = sessions.snapshot(store, session, deps.runners(), include_items=q.include_items)
+    if not q.include_liveness:
+        snap["runner_online"] = None
+    return json_response(200, snap, headers={"Cache-Control": "no-store"})
 
 
 @openapi.operation(
