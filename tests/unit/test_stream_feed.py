@@ -184,3 +184,27 @@ def test_frames_are_encoded_once_per_event_for_all_streams(wakeups: None) -> Non
             c.close()
 
     asyncio.run(scenario())
+
+
+def test_a_page_is_joined_and_encoded_once_for_all_streams_at_its_position(wakeups: None) -> None:
+    async def scenario() -> None:
+        log = FakeLog()
+        registry = feed.FeedRegistry()
+        cursors = [registry.cursor(log, SETTINGS, "s7", 0, False) for _ in range(3)]
+        await asyncio.sleep(0.02)
+        log.append("s7", "a")
+        log.append("s7", "b")
+        for c in cursors:
+            await _drain(c, 2)
+
+        def encode(event: StoredEvent) -> str:
+            return f"id: {event.seq}\n\n"
+
+        chunks = [c.chunk(c.feed.after(0), encode) for c in cursors]
+        assert chunks[0] == b"id: 1\n\nid: 2\n\n"
+        assert all(chunk is chunks[0] for chunk in chunks)  # one bytes object, written by every stream
+        assert cursors[0].chunk(cursors[0].feed.after(1), encode) == b"id: 2\n\n"
+        for c in cursors:
+            c.close()
+
+    asyncio.run(scenario())

@@ -155,7 +155,7 @@ def answer_invoke(model: Any, params: dict[str, Any], **_: Any) -> tuple[Any, di
         return None
     body = params.get("body") or b""
     response_headers: dict[str, str] = {}
-    payload = function.invoke(body, headers, response_headers)  # type: ignore[arg-type]  # moto takes bytes too
+    payload = function.invoke(body, headers, response_headers)  # type: ignore[arg-type]  # str or bytes
     payload = payload if isinstance(payload, bytes) else str(payload).encode()
     kind = headers.get("X-Amz-Invocation-Type")
     if kind != "Event" and sys.getsizeof(payload) > 6000000:  # as moto's LambdaResponse.invoke

@@ -71,7 +71,7 @@ def parse_cursor(last_event_id: str | None, after: str | None) -> int | None:
     return value
 
 
-async def _frames(cursor: FeedCursor, settings: Settings) -> AsyncIterator[str]:
+async def _frames(cursor: FeedCursor, settings: Settings) -> AsyncIterator[str | bytes]:
     deadline = time.monotonic() + settings.stream_max_s
     try:
         yield f"retry: {RETRY_MS}\n" + frame(ev.heartbeat())
@@ -79,7 +79,7 @@ async def _frames(cursor: FeedCursor, settings: Settings) -> AsyncIterator[str]:
         while True:
             page, more = await cursor.next_page()
             if page:  # one write per page: every viewer of a busy session costs one send per read
-                yield "".join(cursor.frame(event, event_frame) for event in page)
+                yield cursor.chunk(page, event_frame)
                 last_frame = time.monotonic()
             if more:
                 continue  # a long replay: keep reading without waiting

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("skyloop.stream")
 PAGE = 500  # events per read; a full page is followed by another read at once
 KEEP = 2000  # events a feed keeps in memory for cursors that lag behind its head
+CHUNKS = 64  # recent pages a feed keeps encoded, for the streams that write the same page
 
 
 class SessionFeed:
@@ -56,6 +57,7 @@ class SessionFeed:
         self.head = start
         self.events: list[StoredEvent] = []
         self.frames: dict[int, str] = {}  # encoded once, written to every stream of the session
+        self._chunks: dict[tuple[int, int, int], bytes] = {}  # recent pages, as written
         self.running = running
         self.cursors = 0
         self._changed = asyncio.Event()  # set (and replaced) whenever the head moves
@@ -109,6 +111,21 @@ class SessionFeed:
             self.base = dropped[-1].seq
             for event in dropped:
                 self.frames.pop(event.seq, None)
+
+    def chunk(self, page: list[StoredEvent], encode: Callable[[StoredEvent], str]) -> bytes:
+        """One write's bytes for a page of held events, built once for every stream at that position.
+
+        Every viewer of a live session is at the head, so after each read all
+        of them write the same page: it is joined and encoded once.
+        """
+        key = (page[0].seq, page[-1].seq, len(page))
+        data = self._chunks.get(key)
+        if data is None:
+            data = "".join(self.frame(event, encode) for event in page).encode()
+            if len(self._chunks) >= CHUNKS:
+                self._chunks.clear()
+            self._chunks[key] = data
+        return data
 
     def frame(self, event: StoredEvent, encode: Callable[[StoredEvent], str]) -> str:
         """The SSE frame of a held event, encoded on first use."""
@@ -204,6 +221,12 @@ class FeedCursor:
 
     def frame(self, event: StoredEvent, encode: Callable[[StoredEvent], str]) -> str:
         return self.feed.frame(event, encode)
+
+    def chunk(self, page: list[StoredEvent], encode: Callable[[StoredEvent], str]) -> bytes:
+        """A page's bytes: shared with the feed's other streams when the page is held in memory."""
+        if page and self.feed.base < page[0].seq and page[-1].seq <= self.feed.head:
+            return self.feed.chunk(page, encode)
+        return "".join(self.feed.frame(event, encode) for event in page).encode()
 
     @property
     def running(self) -> bool:
