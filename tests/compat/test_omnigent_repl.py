@@ -101,6 +101,14 @@ def test_repl_runs_turns_and_its_effort_and_model_commands_reach_the_model(
         assert sent["reasoning"] == {"effort": "high"}
         assert input_texts(sent) == ["first prompt", "hello from the repl", "second prompt"]
 
+        # And "default" clears both
+        say(tty, "/effort default")
+        tty.expect("reasoning effort reset to agent default")
+        say(tty, "/model default")
+        tty.expect("model reset to agent default")
+        snap = http_client.get(f"/v1/sessions/{sid}").json()
+        assert (snap["reasoning_effort"], snap["model_override"]) == (None, None)
+
         # And /quit exits cleanly
         say(tty, "/quit")
         tty.expect("Goodbye")
