@@ -227,7 +227,7 @@ def test_a_bad_imported_item_is_400_naming_its_index_and_writes_nothing(
 ) -> None:
     agent = aws.register_agent(mock_llm.script())
     before = _session_rows(aws)
-    r = api.post_json("/v1/sessions", {"agent_id": agent.id, "initial_items": items})
+    r = api.post_json("/v1/sessions", {"agent_id": agent.id, "initial_items": items, "host_type": "external"})
     assert r.status == 400, r.body
     err = r.error()
     assert err["code"] == "invalid_input"
