@@ -34,6 +34,15 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.e2e
 
 
+READY = r"ready\s+/help"  # the REPL's toolbar (redrawn in part: no leading "·"), once it reads input
+
+
+def say(tty: Tty, text: str) -> None:
+    """Type a line once the REPL reads input again (keys typed while it prints are lost)."""
+    tty.expect(READY)
+    tty.line(text)
+
+
 def pick_agent(tty: Tty, name: str) -> None:
     """Answer omnigent's agent picker by name (it skips the picker when one agent has sessions)."""
     found = tty.expect(r"Agent \[1\]: |Agent: (\S+)")
@@ -69,32 +78,39 @@ def test_repl_runs_turns_and_its_effort_and_model_commands_reach_the_model(
     with omnigent.tty("run", "--server", live_server) as tty:
         # When the user picks the agent by name and sends a prompt
         pick_agent(tty, name)
-        tty.expect("ready")
-        tty.line("first prompt")
+        say(tty, "first prompt")
         # Then the REPL prints the model's answer
         tty.expect("hello from the repl")
         sid = the_new_session(http_client, agent_id, {upload_sid})
         wait_status(http_client, sid, "idle")
 
         # When the user sets the effort and the model with the REPL's commands
-        tty.line("/effort high")
+        say(tty, "/effort high")
         tty.expect("reasoning effort set to high")
-        tty.line(f"/model {override}")
-        tty.expect(f"model set to {override}", timeout=120)
+        say(tty, f"/model {override}")
+        tty.expect(f"model set to {override}")
         # Then they PATCHed the session
         snap = http_client.get(f"/v1/sessions/{sid}").json()
         assert (snap["reasoning_effort"], snap["model_override"]) == ("high", override)
 
         # And the next turn's model call carries both, with the first turn as history
-        tty.line("second prompt")
+        say(tty, "second prompt")
         tty.expect("the override answers")
         wait_status(http_client, sid, "idle")
         sent = get_mock_requests(mock_llm_server_url, key=override)[-1]
         assert sent["reasoning"] == {"effort": "high"}
         assert input_texts(sent) == ["first prompt", "hello from the repl", "second prompt"]
 
+        # And "default" clears both
+        say(tty, "/effort default")
+        tty.expect("reasoning effort reset to agent default")
+        say(tty, "/model default")
+        tty.expect("model reset to agent default")
+        snap = http_client.get(f"/v1/sessions/{sid}").json()
+        assert (snap["reasoning_effort"], snap["model_override"]) == (None, None)
+
         # And /quit exits cleanly
-        tty.line("/quit")
+        say(tty, "/quit")
         tty.expect("Goodbye")
         assert tty.wait() == 0, tty.tail()
     assert len(get_mock_requests(mock_llm_server_url, key=model)) == 1
@@ -151,10 +167,10 @@ def test_attach_shows_the_history_follows_the_stream_and_co_drives(
         tty.expect("answer to elsewhere")
         wait_status(http_client, sid, "idle")
         # And a prompt typed there runs on the session
-        tty.line("typed in attach")
+        say(tty, "typed in attach")
         tty.expect("answer to attach")
         wait_status(http_client, sid, "idle")
-        tty.line("/quit")
+        say(tty, "/quit")
         assert tty.wait() == 0, tty.tail()
     items = http_client.get(f"/v1/sessions/{sid}/items").json()["data"]
     texts = [b["text"] for i in items if i["type"] == "message" for b in i["content"]]
@@ -183,10 +199,9 @@ def test_run_fork_opens_the_repl_on_a_fork_with_the_history(
         pick_agent(tty, name)
         tty.expect("original question")
         tty.expect("before the fork")
-        tty.expect("ready")
-        tty.line("in the fork")
+        say(tty, "in the fork")
         tty.expect("after the fork")
-        tty.line("/quit")
+        say(tty, "/quit")
         assert tty.wait() == 0, tty.tail()
 
     # And the turn ran on a child of the source, with the source's turn as history
