@@ -140,8 +140,15 @@ def check_tool_secrets(declared: DeclaredTools, prefix: str) -> None:
 
     me = principals.current()
     mine = f"{prefix.rstrip('/')}/" if me.is_admin else f"{prefix.rstrip('/')}/{me.name}/"
+    # a "/" in a principal (a JWT subject may hold one) would make its folder part of another's
+    shared_folder = not me.is_admin and "/" in me.name
     for name, server in declared.mcp.items():
         for header, value in server.headers.items():
+            if isinstance(value, SecretRef) and shared_folder:
+                raise SecretNotAllowedError(
+                    f"tools.{name}.headers.{header}: principal '{me.name}' has a '/' in its name, so it has "
+                    "no folder of its own for MCP header secrets; pass the header as a plain value"
+                )
             if isinstance(value, SecretRef) and not value.secret.startswith(mine):
                 raise SecretNotAllowedError(
                     f"tools.{name}.headers.{header}: secret {value.secret!r} must be named under {mine!r}"

@@ -53,3 +53,9 @@ def test_an_admin_may_name_any_secret_under_the_prefix_but_not_beyond() -> None:
         sessions.check_tool_secrets(mcp("prod-stack/tools/shared/token"), PREFIX)
         with pytest.raises(SecretNotAllowedError):
             sessions.check_tool_secrets(mcp("prod-stack/agents/x/api_key"), PREFIX)
+
+
+def test_a_principal_with_a_slash_in_its_name_may_name_no_secret() -> None:
+    """Its folder would lie inside another principal's ("a/b" inside "a")."""
+    with principals.acting_as(Principal(name="a/b")), pytest.raises(SecretNotAllowedError):
+        sessions.check_tool_secrets(mcp("prod-stack/tools/a/b/token"), PREFIX)
