@@ -418,3 +418,15 @@ def test_removing_an_agent_deletes_every_versions_model_key(aws: Stack, api: Api
             sm.get_secret_value(SecretId=secret)
     # and a retried removal is an ordinary 404
     assert api.call("DELETE", f"/v1/agents/{first.body['id']}").status == 404
+
+
+@pytest.mark.parametrize("key", ["", "sk-" + "k" * 9000], ids=["empty", "too-long"])
+def test_an_empty_or_oversized_model_key_is_400_and_never_echoed(aws: Stack, api: Api, key: str) -> None:
+    # Found by tests/e2e/test_fuzz.py: an empty key reached Secrets Manager and answered 500
+    before = aws.count_agents()
+    spec = {"name": f"bad-key-{uuid.uuid4().hex[:8]}", "executor": {"model": "m", "auth": {"api_key": key}}}
+    r = api.post_json("/v1/agents", spec)
+    assert r.status == 400, r.body
+    assert "api_key" in r.error()["message"]
+    assert "kkkk" not in json.dumps(r.body)  # the secret is not repeated back
+    assert aws.count_agents() == before

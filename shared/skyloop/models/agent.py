@@ -20,7 +20,7 @@ class AgentAuth(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["api_key"] = "api_key"
-    api_key: SecretStr | None = None
+    api_key: SecretStr | None = Field(default=None, min_length=1, max_length=8192)  # omit it for no key
     base_url: str | None = Field(default=None, max_length=2048)
 
     @field_validator("base_url")
