@@ -28,7 +28,7 @@ _send: list[Send] = []
 _parsers: list[Any] = []
 
 
-class _Body:
+class BufferedBody:
     """The minimal raw-response object botocore reads a buffered body from."""
 
     def __init__(self, data: bytes) -> None:
@@ -64,7 +64,7 @@ def answer(model: Any, params: dict[str, Any], **_: Any) -> tuple[Any, dict[str,
     status, headers, out = _send[0](params["method"], url, list(params["headers"].items()), body)
     if isinstance(out, str):
         out = out.encode()
-    http = AWSResponse(url, status, HeadersDict(headers), _Body(out))
+    http = AWSResponse(url, status, HeadersDict(headers), BufferedBody(out))
     response = {
         "headers": http.headers,
         "status_code": status,

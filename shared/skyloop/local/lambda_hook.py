@@ -138,7 +138,7 @@ def answer_invoke(model: Any, params: dict[str, Any], **_: Any) -> tuple[Any, di
     from moto.awslambda_simple.models import lambda_simple_backends
     from moto.core import DEFAULT_ACCOUNT_ID
 
-    from skyloop.local.aws_shortcut import _Body
+    from skyloop.local.aws_shortcut import BufferedBody
 
     url = params["url"]
     parts = urlsplit(url)
@@ -170,12 +170,12 @@ def answer_invoke(model: Any, params: dict[str, Any], **_: Any) -> tuple[Any, di
     status = {"Event": 202, "DryRun": 204}.get(kind or "", 200)
     if headers.get("X-Amz-Log-Type") != "Tail":
         response_headers.pop("x-amz-log-result", None)
-    http = AWSResponse(url, status, HeadersDict(response_headers), _Body(payload))
+    http = AWSResponse(url, status, HeadersDict(response_headers), BufferedBody(payload))
     response = {
         "headers": http.headers,
         "status_code": status,
         "context": {"operation_name": model.name},
-        "body": StreamingBody(_Body(payload), len(payload)),
+        "body": StreamingBody(BufferedBody(payload), len(payload)),
     }
     parsed: dict[str, Any] = create_parser("rest-json").parse(response, model.output_shape)
     if "ResponseMetadata" in parsed:

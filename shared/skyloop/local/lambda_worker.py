@@ -34,21 +34,6 @@ if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
 
-class _RawBody:
-    """The minimal raw-response object botocore reads a buffered body from."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-
-    def read(self, *_: Any, **__: Any) -> bytes:
-        data, self._data = self._data, b""
-        return data
-
-    def stream(self, **_: Any) -> Any:
-        if self._data:
-            yield self.read()
-
-
 _channel: list[Any] = []  # this environment's pipe to the stack, set when it starts serving
 
 
@@ -162,7 +147,7 @@ def _forward(request: Any, event_name: str = "", **_: Any) -> AWSResponse | None
     headers = list(request.headers.items())
     message = ("aws", request.method, request.url, headers, body or b"")
     status, out_headers, out_body = _channel[0].call(message)
-    return AWSResponse(request.url, status, HeadersDict(out_headers), _RawBody(out_body))
+    return AWSResponse(request.url, status, HeadersDict(out_headers), aws_shortcut.BufferedBody(out_body))
 
 
 def _name_process(function_name: str) -> None:
