@@ -69,6 +69,17 @@ class TableAccess:
     indexes: tuple[str, ...] = ()
 
 
+# What every turn step does on the table (see the module docstring): no deletes, no index.
+_TURN_STEP = TableAccess(
+    actions=(
+        "dynamodb:GetItem",
+        "dynamodb:Query",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:ConditionCheckItem",
+    )
+)
+
 TABLE_ACCESS: dict[str, TableAccess] = {
     "api": TableAccess(
         actions=(
@@ -83,71 +94,16 @@ TABLE_ACCESS: dict[str, TableAccess] = {
         indexes=(INDEX_BY_OWNER, INDEX_BY_AGENT_NAME),
     ),
     "stream": TableAccess(actions=("dynamodb:GetItem", "dynamodb:Query")),
-    "prepare_turn": TableAccess(
-        actions=(
-            "dynamodb:GetItem",
-            "dynamodb:Query",
-            "dynamodb:PutItem",
-            "dynamodb:UpdateItem",
-            "dynamodb:ConditionCheckItem",
-        )
-    ),
-    "call_model": TableAccess(
-        actions=(
-            "dynamodb:GetItem",
-            "dynamodb:Query",
-            "dynamodb:PutItem",
-            "dynamodb:UpdateItem",
-            "dynamodb:ConditionCheckItem",
-        )
-    ),
-    "await_client": TableAccess(
-        actions=(
-            "dynamodb:GetItem",
-            "dynamodb:Query",
-            "dynamodb:PutItem",
-            "dynamodb:UpdateItem",
-            "dynamodb:ConditionCheckItem",
-        )
-    ),
-    "finish_turn": TableAccess(
-        actions=(
-            "dynamodb:GetItem",
-            "dynamodb:Query",
-            "dynamodb:PutItem",
-            "dynamodb:UpdateItem",
-            "dynamodb:ConditionCheckItem",
-        )
-    ),
-    "fail_turn": TableAccess(
-        actions=(
-            "dynamodb:GetItem",
-            "dynamodb:Query",
-            "dynamodb:PutItem",
-            "dynamodb:UpdateItem",
-            "dynamodb:ConditionCheckItem",
-        )
-    ),  # a server tool call: reads the call and its agent, keeps an MCP listing (PutItem), records
+    "prepare_turn": _TURN_STEP,
+    "call_model": _TURN_STEP,
+    "await_client": _TURN_STEP,
+    "finish_turn": _TURN_STEP,
+    "fail_turn": _TURN_STEP,
+    # a server tool call: reads the call and its agent, keeps an MCP listing (PutItem), records
     # the output (transaction) and announces the call (append); never deletes
-    "run_tool": TableAccess(
-        actions=(
-            "dynamodb:GetItem",
-            "dynamodb:Query",
-            "dynamodb:PutItem",
-            "dynamodb:UpdateItem",
-            "dynamodb:ConditionCheckItem",
-        )
-    ),
-    "reconcile_turns": TableAccess(
-        actions=(
-            "dynamodb:GetItem",
-            "dynamodb:Query",
-            "dynamodb:PutItem",
-            "dynamodb:UpdateItem",
-            "dynamodb:ConditionCheckItem",
-        ),
-        indexes=(INDEX_RUNNING,),
-    ),
+    "run_tool": _TURN_STEP,
+    # the turn steps' access, and the sparse index of running sessions it sweeps
+    "reconcile_turns": TableAccess(actions=_TURN_STEP.actions, indexes=(INDEX_RUNNING,)),
 }
 
 TURN_ACCESS: dict[str, tuple[TurnAction, ...]] = {
