@@ -79,3 +79,19 @@ def test_outputs_are_cut_to_the_tools_limit_saying_so() -> None:
     )
     assert tool.bounded("12345") == "12345"
     assert tool.bounded("1234567").startswith("12345\n…[truncated: the output was 2 characters over")
+
+
+@pytest.mark.parametrize("runtime", ["lambda", "client"])
+def test_a_tools_parameters_must_be_an_object_schema(runtime: str) -> None:
+    from skyloop.tools.declared import declared_client_tools
+
+    tool: dict[str, Any] = {"description": "x", "parameters": {"type": "string"}}
+    if runtime == "lambda":
+        tools = {"shout": {"type": "lambda", "function": "shout", **tool}}
+        check = declared_tools
+    else:
+        tools = {"Read": {"type": "function", "runtime": "client", **tool}}
+        check = declared_client_tools  # type: ignore[assignment]
+    with pytest.raises(InvalidInputError, match="JSON Schema of type object"):
+        check(tools)
+    check({name: {**spec, "parameters": {"type": "object"}} for name, spec in tools.items()})

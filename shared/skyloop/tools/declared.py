@@ -30,9 +30,9 @@ the agent is registered, so a bad spec is a 400 then, never a failed turn.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from skyloop.errors import InvalidInputError
 from skyloop.models.session import ClientTool
@@ -46,6 +46,14 @@ LAMBDA_FUNCTION = re.compile(
 MAX_SERVER_TOOLS = 64
 MAX_OUTPUT_CHARS = 200_000  # what one tool output may hold (the same cap as a client output)
 
+
+def _object_schema(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    if value is not None and value.get("type", "object") != "object":
+        raise ValueError("must be a JSON Schema of type object")
+    return value
+
+
+ObjectSchema = Annotated[dict[str, Any] | None, AfterValidator(_object_schema)]  # a tool's parameters
 Approval = Literal["never", "required"]
 
 
@@ -63,7 +71,7 @@ class LambdaTool(BaseModel):
     type: Literal["lambda"]
     function: str
     description: str = Field(default="", max_length=10_000)
-    parameters: dict[str, Any] | None = None
+    parameters: ObjectSchema = None
     timeout_s: int = Field(default=60, ge=1, le=900)
     max_output_chars: int = Field(default=100_000, ge=1, le=MAX_OUTPUT_CHARS)
     approval: Approval = "never"
@@ -73,13 +81,6 @@ class LambdaTool(BaseModel):
     def _function(cls, value: str) -> str:
         if not LAMBDA_FUNCTION.match(value):
             raise ValueError("must be a Lambda function name or ARN (optionally with :version or :alias)")
-        return value
-
-    @field_validator("parameters")
-    @classmethod
-    def _object_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None and value.get("type", "object") != "object":
-            raise ValueError("must be a JSON Schema of type object")
         return value
 
 
@@ -163,14 +164,7 @@ class ClientToolDecl(BaseModel):
     type: Literal["function"] = "function"
     runtime: Literal["client"]
     description: str = Field(default="", max_length=10_000)
-    parameters: dict[str, Any] | None = None
-
-    @field_validator("parameters")
-    @classmethod
-    def _object_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None and value.get("type", "object") != "object":
-            raise ValueError("must be a JSON Schema of type object")
-        return value
+    parameters: ObjectSchema = None
 
 
 def _entries(tools: Any) -> list[tuple[str, Any]]:
