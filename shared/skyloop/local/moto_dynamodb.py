@@ -559,42 +559,30 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
             replace(table_module, "copy", copy)
             _candidates.value = None
 
-    replace(DynamoHandler, "call_action", call_action)
-    replace(DynamoDBBackend, "transact_write_items", _transact_write_items)
-    replace(DynamoDBBackend, "update_item", update_item)
-    replace(Table, "__init__", table_init)
-    replace(Table, "put_item", put_item)
-    replace(Table, "query", query)
-    replace(Table, "all_items", all_items)
-    replace(DynamoResult, "execute_result", execute_result)
-    replace(models, "UpdateExpressionParser", cached_parser)
-    replace(responses_module, "UpdateExpressionParser", cached_parser)
-    replace(validators, "deepcopy", _copy_ast)
-    replace(ConditionExpressionParser, "_lex_condition_expression", lex)
-    replace(DepthFirstTraverser, "nodes_to_be_processed", nodes_to_be_processed)
-    replace(DepthFirstTraverser, "traverse_node_recursively", traverse_node_recursively)
-    replace(Node, "find_clauses", find_clauses)
-    replace(BotocoreStubber, "process_request", process_request)
-    replace(core_responses, "gen_amzn_requestid_long", _fast_request_id)
+    patches: list[tuple[object, str, object]] = [
+        (DynamoHandler, "call_action", call_action),
+        (DynamoDBBackend, "transact_write_items", _transact_write_items),
+        (DynamoDBBackend, "update_item", update_item),
+        (Table, "__init__", table_init),
+        (Table, "put_item", put_item),
+        (Table, "query", query),
+        (Table, "all_items", all_items),
+        (DynamoResult, "execute_result", execute_result),
+        (models, "UpdateExpressionParser", cached_parser),
+        (responses_module, "UpdateExpressionParser", cached_parser),
+        (validators, "deepcopy", _copy_ast),
+        (ConditionExpressionParser, "_lex_condition_expression", lex),
+        (DepthFirstTraverser, "nodes_to_be_processed", nodes_to_be_processed),
+        (DepthFirstTraverser, "traverse_node_recursively", traverse_node_recursively),
+        (Node, "find_clauses", find_clauses),
+        (BotocoreStubber, "process_request", process_request),
+        (core_responses, "gen_amzn_requestid_long", _fast_request_id),
+    ]
+    previous = [(owner, name, replace(owner, name, value)) for owner, name, value in patches]
 
     def undo() -> None:
-        replace(DynamoHandler, "call_action", _ORIGINAL["call_action"])
-        replace(DynamoDBBackend, "transact_write_items", _ORIGINAL["transact"])
-        replace(DynamoDBBackend, "update_item", _ORIGINAL["update_item"])
-        replace(Table, "__init__", _ORIGINAL["table_init"])
-        replace(Table, "put_item", _ORIGINAL["put_item"])
-        replace(Table, "query", _ORIGINAL["query"])
-        replace(Table, "all_items", _ORIGINAL["all_items"])
-        replace(DynamoResult, "execute_result", _ORIGINAL["execute_result"])
-        replace(models, "UpdateExpressionParser", _ORIGINAL["parser"])
-        replace(responses_module, "UpdateExpressionParser", _ORIGINAL["parser"])
-        replace(validators, "deepcopy", copy.deepcopy)
-        replace(ConditionExpressionParser, "_lex_condition_expression", _ORIGINAL["lex"])
-        replace(DepthFirstTraverser, "nodes_to_be_processed", _ORIGINAL["node_types"])
-        replace(DepthFirstTraverser, "traverse_node_recursively", _ORIGINAL["traverse"])
-        replace(Node, "find_clauses", _ORIGINAL["find_clauses"])
-        replace(BotocoreStubber, "process_request", _ORIGINAL["process_request"])
-        replace(core_responses, "gen_amzn_requestid_long", _ORIGINAL["request_id"])
+        for owner, name, value in reversed(previous):
+            replace(owner, name, value)
         _ORIGINAL.clear()
 
     return undo
