@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import socket
 import sys
 import threading
@@ -203,6 +204,7 @@ def main() -> int:
     from skyloop.local import dev
 
     port = _free_port()
+    os.environ["SKYLOOP_LOCAL_DYNAMODB"] = "inline"  # the meter counts moto's handler in this process
     stack = dev.start(
         "127.0.0.1", port, example_agent=False, lambda_tools=[str(ROOT / "examples" / "lambda_tools.py")]
     )

@@ -1,7 +1,9 @@
-"""``skyloop dev``: the whole stack in one process on moto.
+"""``skyloop dev``: the whole stack on moto, in this process and the processes it starts.
 
-moto's backends live in this process. Everything in it (the gateway, the
-stream, Step Functions' executor and the handlers) reaches them in-process
+moto's backends live in this process, except DynamoDB's, which has a process
+of its own when Lambda runs in worker processes (the default; see
+:mod:`skyloop.local.dynamodb_process`). Everything in this process (the
+gateway, the stream, Step Functions' executor and the handlers) reaches them
 through moto's botocore hook, with no HTTP hop; a threaded moto server on a
 private port serves the same backends to other processes (``skyloop token
 --endpoint-url``, tests). Lambda invocations run the real handlers; the
@@ -56,6 +58,7 @@ class DevStack:
     example_agent_id: str | None
     app: Any
     example_model: str = ""  # who answers the example agent, for the banner
+    dynamodb: Any = None  # the DynamoDB process (skyloop.local.dynamodb_process), None when inline
 
 
 def capture_bedrock_identity(env: MutableMapping[str, str] | None = None) -> None:
@@ -165,6 +168,15 @@ def start(
             raise SystemExit(f"--lambda-tools: no such file: {path}")
     os.environ["SKYLOOP_LAMBDA_TOOLS"] = os.pathsep.join(tool_files)  # read again by every environment
 
+    from skyloop.local import dynamodb_process
+
+    dynamodb_mode = os.environ.get(dynamodb_process.MODE_ENV) or (
+        "process" if lambda_runtime == "process" else "inline"
+    )
+    if dynamodb_mode not in ("process", "inline"):
+        raise SystemExit(f"{dynamodb_process.MODE_ENV}={dynamodb_mode!r}: use process or inline")
+    dynamodb = dynamodb_process.DynamoDBProcess() if dynamodb_mode == "process" else None
+
     from moto import mock_aws
     from moto.server import ThreadedMotoServer
 
@@ -184,6 +196,10 @@ def start(
     lambda_hook.install_invoke_shortcut()
     moto_stepfunctions.install()
     lambda_hook.install()
+    if dynamodb is not None:  # before anything touches the table: one table, in that process
+        dynamodb_process.forward_moto(dynamodb.connect())
+        os.environ[dynamodb_process.ADDRESS_ENV] = dynamodb.env_value  # the workers' way there
+        dynamodb.watch(_stop_without_dynamodb)
     notifier.enable_wakeups()  # every append happens in this process (or is forwarded to it)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
     server.start()
@@ -222,7 +238,20 @@ def start(
         example_agent_id=agent_id,
         app=app,
         example_model=answering,
+        dynamodb=dynamodb,
     )
+
+
+def _stop_without_dynamodb(status: int) -> None:
+    """The DynamoDB process ended under a running stack: every request would fail, so the stack stops."""
+    import signal
+
+    print(
+        f"skyloop dev: the local DynamoDB process exited (status {status}); stopping the stack",
+        file=sys.stderr,
+        flush=True,
+    )
+    os.kill(os.getpid(), signal.SIGTERM)  # uvicorn shuts down on it, as on Ctrl-C
 
 
 def _start_sweeper(interval_s: float) -> None:

@@ -5,13 +5,14 @@ already imported what handlers need, so a new environment is ready in tens of
 milliseconds). Like Lambda, the environment keeps its module state between
 invocations and never runs two at once. Its boto3 clients reach the stack's
 moto through the pipe to the stack process (a botocore ``before-send`` hook,
-the same seam moto itself uses in-process), and its appends' stream wake-ups
-are forwarded there too.
+the same seam moto itself uses in-process), except DynamoDB's, which go
+straight to the stack's DynamoDB process when it runs one
+(:mod:`skyloop.local.dynamodb_process`); its appends' stream wake-ups are
+forwarded to the stack too.
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import signal
@@ -26,8 +27,9 @@ from botocore.awsrequest import AWSResponse, HeadersDict
 import skyloop.api.app
 import skyloop.harnesses.openai_responses
 import skyloop.turns.steps  # noqa: F401
-from skyloop.local import aws_shortcut, moto_core
+from skyloop.local import aws_shortcut, dynamodb_process, moto_core
 from skyloop.local.handlers import LocalContext, error_envelope, handler_for
+from skyloop.local.lambda_runtime import name_process
 from skyloop.store import notifier
 
 if TYPE_CHECKING:
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 
 
 _channel: list[Any] = []  # this environment's pipe to the stack, set when it starts serving
+_dynamodb: list[dynamodb_process.Remote] = []  # the stack's DynamoDB process, when it runs one
 
 
 def preload() -> None:
@@ -145,22 +148,19 @@ def _forward(request: Any, event_name: str = "", **_: Any) -> AWSResponse | None
     if isinstance(body, str):
         body = body.encode()
     headers = list(request.headers.items())
-    message = ("aws", request.method, request.url, headers, body or b"")
-    status, out_headers, out_body = _channel[0].call(message)
+    if _dynamodb and dynamodb_process.is_dynamodb(request.method, request.url):
+        status, out_headers, out_body = _dynamodb[0].call(request.method, request.url, headers, body or b"")
+    else:
+        status, out_headers, out_body = _channel[0].call(
+            ("aws", request.method, request.url, headers, body or b"")
+        )
     return AWSResponse(request.url, status, HeadersDict(out_headers), aws_shortcut.BufferedBody(out_body))
 
 
-def _name_process(function_name: str) -> None:
-    """Show the function in ``top``/``ps -o comm`` (and let benchmarks split CPU per function)."""
-    try:
-        libc = ctypes.CDLL(None)
-        libc.prctl(15, f"sl-{function_name}".encode()[:15], 0, 0, 0)  # PR_SET_NAME (Linux)
-    except (OSError, AttributeError):
-        pass
-
-
 def _send(method: str, url: str, headers: list[tuple[str, Any]], body: bytes) -> Any:
-    """A DynamoDB request to the stack's moto (see :mod:`skyloop.local.aws_shortcut`)."""
+    """A DynamoDB request to the stack's DynamoDB process, else its moto (see :mod:`skyloop.local.aws_shortcut`)."""
+    if _dynamodb:
+        return _dynamodb[0].call(method, url, headers, body)
     if not _channel:
         raise RuntimeError("an AWS call from the local Lambda fork server itself")
     return _channel[0].call(("aws", method, url, headers, body))
@@ -169,11 +169,13 @@ def _send(method: str, url: str, headers: list[tuple[str, Any]], body: bytes) ->
 def main(conn: Connection, function_name: str, environment: dict[str, str]) -> None:
     """Serve invocations of ``function_name`` until the stack closes the pipe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the stack, which then closes the pipe
-    _name_process(function_name)
+    name_process(function_name)
     os.environ.clear()
     os.environ.update(environment)
     channel = Channel(conn)
     _channel[:] = [channel]
+    remote = dynamodb_process.remote_from_env(environment)  # connects on first use, in this process
+    _dynamodb[:] = [remote] if remote is not None else []
     if ("before-send", _forward) not in botocore.handlers.BUILTIN_HANDLERS:
         botocore.handlers.BUILTIN_HANDLERS.append(("before-send", _forward))
     notifier.set_publisher(lambda session_id: channel.send(("notify", session_id)))
