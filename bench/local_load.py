@@ -151,11 +151,12 @@ class LoadBench(tl.Bench):
         }
 
     # ------------------------------------------------------------------- concurrency
-    def concurrent(self, n: int, rounds: int) -> dict[str, Any]:
+    def concurrent(self, n: int, rounds: int, model_latency_ms: int = 0) -> dict[str, Any]:
         """``n`` fresh sessions start a client-tool turn at once; one model key per session.
 
         The server tree's CPU over each round gives the CPU floor: on ``os.cpu_count()`` cores the
-        round's wall cannot be shorter than its CPU spread over every core.
+        round's wall cannot be shorter than its CPU spread over every core. ``model_latency_ms``
+        delays each of the turn's two model answers, as a real model's time to first token does.
         """
         walls: list[float] = []
         from_submit: list[float] = []
@@ -171,7 +172,9 @@ class LoadBench(tl.Bench):
             cpu0, mock0 = tree_cpu_s(self.dev_pid), tree_cpu_s(self.mock_pid)
             start = time.perf_counter()
             with ThreadPoolExecutor(n) as pool:
-                futures = [pool.submit(self._one_tool_turn, s, m, barrier) for s, m in pairs]
+                futures = [
+                    pool.submit(self._one_tool_turn, s, m, barrier, model_latency_ms) for s, m in pairs
+                ]
                 for future in futures:
                     try:
                         spans.append(future.result())
@@ -185,9 +188,11 @@ class LoadBench(tl.Bench):
                 walls.append(tl.elapsed_ms(min(a for a, _ in spans), max(b for _, b in spans)))
         cpu_ms = statistics.median(cpu_per_turn)
         floor_ms = n * cpu_ms / (os.cpu_count() or 1)
+        latency = {"model_latency_ms": model_latency_ms} if model_latency_ms else {}
         return {
             "n": n,
             "rounds": rounds,
+            **latency,
             "wall_ms": tl.summarize(walls) if walls else None,
             "wall_from_submit_ms": tl.summarize(from_submit),
             "per_turn_ms": tl.summarize(per_turn) if per_turn else None,
@@ -200,12 +205,17 @@ class LoadBench(tl.Bench):
             "error_samples": errors[:3],
         }
 
-    def _one_tool_turn(self, session_id: str, model: str, barrier: threading.Barrier) -> tuple[float, float]:
+    def _one_tool_turn(
+        self, session_id: str, model: str, barrier: threading.Barrier, model_latency_ms: int = 0
+    ) -> tuple[float, float]:
         """The turn's message POST and last frame, ``perf_counter`` times."""
         driver = tl.TurnDriver(self.stack.api_url, self.driver.timeout_s)
         try:
             call = {"call_id": f"call_{session_id[:8]}", "name": "Echo", "arguments": '{"text": "ping"}'}
-            tl.configure_mock(self.mock, model, [{"tool_calls": [call]}, {"text": tl.TOOL_REPLY}])
+            answers: list[dict[str, Any]] = [{"tool_calls": [call]}, {"text": tl.TOOL_REPLY}]
+            if model_latency_ms:
+                answers = [{**answer, "delay_ms": model_latency_ms} for answer in answers]
+            tl.configure_mock(self.mock, model, answers)
             barrier.wait(30)
             trace = driver.run(session_id, tl.message_event("Echo ping.", [tl.ECHO_TOOL]), tl.echo)
             return trace.posts["message"][0], trace.frames[-1][0]
@@ -278,12 +288,14 @@ def ratio(a: dict[str, Any], b: dict[str, Any]) -> float:
     return round(b["median"] / a["median"], 2)
 
 
-def concurrent_levels(bench: LoadBench, label: str, levels: list[int], rounds: int) -> dict[str, Any]:
+def concurrent_levels(
+    bench: LoadBench, label: str, levels: list[int], rounds: int, model_latency_ms: int = 0
+) -> dict[str, Any]:
     """``concurrent`` at each N, then each N's wall and CPU floor as ratios to the N=1 wall."""
     results: dict[str, Any] = {}
     for n in levels:
         print(f"{label} N={n} ...", flush=True)
-        result = results[str(n)] = bench.concurrent(n, rounds)
+        result = results[str(n)] = bench.concurrent(n, rounds, model_latency_ms)
         wall = (result["wall_ms"] or {}).get("median")
         print(
             f"  wall {wall} ms, cpu {result['cpu_ms_per_turn']} ms/turn (mock {result['mock_cpu_ms_per_turn']}),"
@@ -321,6 +333,14 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             report["idle_streams"] = bench.idle_streams(args.idle_streams, args.samples)
             print(f"  ratio {report['idle_streams']['ratio']}", flush=True)
             report["concurrent"] = concurrent_levels(bench, "concurrent", args.concurrency, args.rounds)
+            if args.model_latency_ms:  # reported on its own: the target above stays the instant model's
+                report["concurrent_model_latency"] = concurrent_levels(
+                    bench,
+                    f"concurrent, model latency {args.model_latency_ms} ms",
+                    [1, 10],
+                    args.rounds,
+                    args.model_latency_ms,
+                )
             print(f"successive turns ({args.successive}) ...", flush=True)
             report["successive"] = {
                 kind: bench.successive(args.successive, kind) for kind in ("tool", "text")
@@ -382,6 +402,14 @@ def verdict(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def latency_ms(text: str) -> int:
+    """0 to 60000, the range the mock accepts for an answer's ``delay_ms``."""
+    value = int(text)
+    if not 0 <= value <= 60_000:
+        raise argparse.ArgumentTypeError(f"{value} is not in 0..60000")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=10, help="turns per single-turn measurement")
@@ -392,6 +420,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--successive", type=int, default=20)
     parser.add_argument("--preload", type=int, default=1000)
     parser.add_argument("--turn-timeout", type=float, default=120.0)
+    parser.add_argument(
+        "--model-latency-ms",
+        type=latency_ms,
+        default=0,
+        metavar="MS",
+        help="also run concurrent_model_latency: N=1 and 10 with every model answer delayed MS ms (0: not run)",
+    )
     parser.add_argument("--quick", action="store_true", help="samples 5, rounds 2, preload 200")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
