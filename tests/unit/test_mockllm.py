@@ -370,6 +370,8 @@ def test_error_entry_raises_typed_sdk_error(http: httpx.Client, sdk: openai.Open
         ("/mock/configure", json.dumps({"responses": "nope"}).encode()),
         ("/mock/configure", json.dumps({"responses": [{"tool_calls": [{"call_id": "x"}]}]}).encode()),
         ("/mock/configure", json.dumps({"responses": [{"error": "e", "status_code": 200}]}).encode()),
+        ("/mock/configure", json.dumps({"responses": [{"delay_ms": -1}]}).encode()),
+        ("/mock/configure", json.dumps({"responses": [{"delay_ms": 60_001}]}).encode()),
         ("/mock/set_fallback", json.dumps({"stream": "maybe"}).encode()),
     ],
 )
@@ -450,6 +452,74 @@ def test_state_can_release_from_another_thread(http: httpx.Client, base_url: str
         assert state.has_pending_gate()
         assert state.release_gate() is True
         assert blocked.result(timeout=5) == "thread-safe"
+
+
+# -- delays ---------------------------------------------------------------------
+
+DELAY_MS = 400
+CHAT = [{"role": "user", "content": "hi"}]
+
+
+def first_byte_s(base_url: str, path: str, body: dict[str, Any]) -> tuple[float, int]:
+    """Seconds from sending ``body`` to the answer's first body byte, and the status."""
+    with httpx.Client(base_url=base_url, timeout=10) as client:
+        started = time.monotonic()
+        with client.stream("POST", path, json=body) as reply:
+            next(reply.iter_raw())
+            return time.monotonic() - started, reply.status_code
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/responses", {"model": "m", "input": "hi"}),
+        ("/v1/responses", {"model": "m", "input": "hi", "stream": True}),
+        ("/v1/chat/completions", {"model": "m", "messages": CHAT}),
+        ("/v1/chat/completions", {"model": "m", "messages": CHAT, "stream": True}),
+    ],
+)
+def test_delay_holds_the_first_byte(
+    http: httpx.Client, base_url: str, path: str, body: dict[str, Any]
+) -> None:
+    configure(http, [{"text": "slow", "stream": True, "delay_ms": DELAY_MS}, {"text": "prompt"}])
+
+    delayed, status = first_byte_s(base_url, path, body)
+    assert status == 200
+    assert delayed >= DELAY_MS / 1000
+    prompt, status = first_byte_s(base_url, path, body)
+    assert status == 200
+    assert prompt < DELAY_MS / 1000
+
+
+def test_an_error_entry_is_delayed_too(http: httpx.Client, base_url: str) -> None:
+    configure(http, [{"error": "slow to refuse", "status_code": 429, "delay_ms": DELAY_MS}])
+
+    elapsed, status = first_byte_s(base_url, "/v1/responses", {"model": "m", "input": "hi"})
+
+    assert status == 429
+    assert elapsed >= DELAY_MS / 1000
+
+
+def test_a_delayed_answer_does_not_hold_up_others(http: httpx.Client, base_url: str) -> None:
+    configure(http, [{"text": "slow", "delay_ms": DELAY_MS}, {"text": "prompt"}])
+
+    def timed(text: str) -> tuple[str, float]:
+        return reply_text_via(base_url, text), time.monotonic()
+
+    with ThreadPoolExecutor(1) as pool:
+        started = time.monotonic()
+        slow = pool.submit(timed, "first")
+        deadline = time.monotonic() + 5
+        while captured_count(http) < 1:  # the delayed request has drawn its entry
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert reply_text(http, "second") == "prompt"
+        prompt_done = time.monotonic()
+        slow_text, slow_done = slow.result(timeout=5)
+
+    assert slow_text == "slow"
+    assert slow_done - started >= DELAY_MS / 1000
+    assert prompt_done < slow_done
 
 
 # -- capture --------------------------------------------------------------------

@@ -207,6 +207,24 @@ def test_a_blocking_entry_waits_at_its_gate(mock: tuple[MockState, str], bedrock
         assert future.result(timeout=5)["output"]["message"]["content"] == [{"text": "released"}]
 
 
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_delayed_entry_answers_after_its_delay(
+    mock: tuple[MockState, str], bedrock: Any, streamed: bool
+) -> None:
+    """``converse_stream`` returns once the answer's headers arrive: they wait for the delay too."""
+    _state, url = mock
+    delay_ms = 400
+    configure(url, [{"text": "slow", "delay_ms": delay_ms}, {"text": "prompt"}])
+    call = bedrock.converse_stream if streamed else bedrock.converse
+
+    started = time.monotonic()
+    call(modelId="m", messages=HI)
+    assert time.monotonic() - started >= delay_ms / 1000
+    started = time.monotonic()
+    call(modelId="m", messages=HI)
+    assert time.monotonic() - started < delay_ms / 1000
+
+
 def test_routing_by_match_reads_bedrock_user_text_only(mock: tuple[MockState, str], bedrock: Any) -> None:
     """A tool result mentioning the token does not route; the user's own text does."""
     _state, url = mock

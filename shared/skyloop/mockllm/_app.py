@@ -79,7 +79,8 @@ def create_app(state: MockState | None = None) -> Starlette:  # noqa: C901  (the
     mock = state if state is not None else MockState()
 
     async def pick(body: Any) -> QueuedResponse:
-        """Capture, route and pick an entry; hold a blocking entry (not an error) at its gate."""
+        """Capture, route and pick an entry; hold a blocking entry (not an error) at its gate, then
+        wait out its ``delay_ms``. Every route answers through here, so nothing is sent before both."""
         entry = mock.record_and_next(body)
         if entry.error is None and entry.block:
             gate = mock.open_gate()
@@ -88,6 +89,8 @@ def create_app(state: MockState | None = None) -> Starlette:  # noqa: C901  (the
             except asyncio.CancelledError:
                 mock.abandon_gate(gate)
                 raise
+        if entry.delay_ms:
+            await asyncio.sleep(entry.delay_ms / 1000)  # on the loop: other requests go on meanwhile
         return entry
 
     async def draw(request: Request) -> tuple[Any, QueuedResponse, JSONResponse | None]:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 DEFAULT_KEY = "default"
 DEFAULT_TEXT = "Mock LLM response"
+MAX_DELAY_MS = 60_000
 
 
 class ToolCall(BaseModel):
@@ -50,6 +51,8 @@ class QueuedResponse(BaseModel):
     stream: bool = False
     error: str | None = None
     status_code: int = Field(default=500, ge=400, le=599)
+    # Milliseconds to wait before the first byte, as a real model's time to first token (errors too).
+    delay_ms: int = Field(default=0, ge=0, le=MAX_DELAY_MS)
 
 
 class ConfigureBody(BaseModel):
