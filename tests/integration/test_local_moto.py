@@ -54,8 +54,16 @@ def _script(ddb: Any, table: str) -> list[Any]:
         "owner_key": {"S": "OWNER#a"},
         "created_key": {"S": "x"},
     }
+    every_type = {  # every value type items hold (binary: see the update below)
+        "flag": {"BOOL": True},
+        "none": {"NULL": True},
+        "tags": {"SS": ["a", "b"]},
+        "nums": {"NS": ["1", "2.5"]},
+        "list": {"L": [{"S": "x"}, {"N": "3"}, {"M": {"k": {"BOOL": False}, "l": {"L": []}}}]},
+    }
     events = [
-        {"pk": {"S": "S#1"}, "sk": {"S": f"E#{i:012d}"}, "d": {"M": {"t": {"S": 'é\n"q"'}}}} for i in range(7)
+        {"pk": {"S": "S#1"}, "sk": {"S": f"E#{i:012d}"}, "d": {"M": {"t": {"S": 'é\n"q"'}}}, **every_type}
+        for i in range(7)
     ]
     steps: list[Callable[[], dict[str, Any]]] = [
         lambda: ddb.put_item(TableName=table, Item=item, ConditionExpression="attribute_not_exists(pk)"),

@@ -18,7 +18,8 @@ moto in place:
   kept up to date by every put and update (stale entries are dropped on read);
 * results that are plain JSON (every item read or write) are encoded with
   ``json.dumps`` instead of moto's generic shape-walking serializer, which costs
-  more than the operation itself;
+  more than the operation itself, after a one-pass conversion of the items'
+  values (:func:`_plain_result`) instead of moto's generic recursive one;
 * a parsed UpdateExpression is kept per expression text, with a pickle of it:
   moto's validator works on its own copy of the tree (so the kept tree is
   never changed), which is unpickled instead of deep-copied (5x cheaper); the
@@ -376,6 +377,42 @@ def _copy_ast(value: Any, memo: Any = None) -> Any:
     return copy.deepcopy(value, memo)
 
 
+_PLAIN_TYPES = frozenset({"S", "N", "BOOL", "NULL"})
+_PLAIN_SETS = frozenset({"SS", "NS"})
+
+
+def _plain_result(obj: Any) -> Any:
+    """moto's ``dynamo_to_dict`` for what items hold, in one pass of exact type checks.
+
+    moto's converter asks ``isinstance`` (datetime, DynamoType), then
+    ``hasattr(to_json)`` of every value, recursively: for a Query that returns a
+    long conversation it cost more than the Query. Strings, numbers, booleans,
+    nulls, their sets, maps and lists are converted here to the same ``{type:
+    value}`` form; anything else (binary values, datetimes, model objects) is
+    handed to moto's own converter.
+    """
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    kind = type(obj)
+    if kind is DynamoType:
+        tag = obj.type
+        if tag in _PLAIN_TYPES:
+            return {tag: obj.value}
+        if tag in _PLAIN_SETS:
+            return {tag: list(obj.value)}
+        if tag == "M":
+            return {"M": {k: _plain_result(v) for k, v in obj.value.items()}}
+        if tag == "L":
+            return {"L": [_plain_result(v) for v in obj.value]}
+    elif kind is dict or isinstance(obj, dict):  # an item's attributes are a dict subclass
+        return {k: _plain_result(v) for k, v in obj.items()}
+    elif kind is list:
+        return [_plain_result(v) for v in obj]
+    elif kind is str or kind is int or kind is float or kind is bool or obj is None:
+        return obj
+    return _ORIGINAL["to_dict"](obj)
+
+
 class _NoDeepCopy:
     """Stands in for the ``copy`` module inside moto's Query (see the module docstring)."""
 
@@ -423,6 +460,7 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
         find_clauses=Node.find_clauses,
         process_request=BotocoreStubber.process_request,
         request_id=core_responses.gen_amzn_requestid_long,
+        to_dict=responses_module.dynamo_to_dict,
     )
 
     @functools.wraps(_ORIGINAL["process_request"])
@@ -568,6 +606,7 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
         (Table, "query", query),
         (Table, "all_items", all_items),
         (DynamoResult, "execute_result", execute_result),
+        (responses_module, "dynamo_to_dict", _plain_result),
         (models, "UpdateExpressionParser", cached_parser),
         (responses_module, "UpdateExpressionParser", cached_parser),
         (validators, "deepcopy", _copy_ast),
