@@ -148,9 +148,17 @@ def test_calls_answered_without_botocores_transport_are_the_same(ddb: Any) -> No
     undo = moto_dynamodb.install()
     aws_shortcut.install(lambda_runtime.dispatch_aws)
     try:
-        short = boto3.client("dynamodb", region_name=REGION)
+        short = boto3.session.Session().client("dynamodb", region_name=REGION)  # a new session takes the hook
         assert (aws_shortcut.EVENT, aws_shortcut.answer) in botocore.handlers.BUILTIN_HANDLERS
         assert _script(short, "t") == plain
+        # and the metadata botocore adds is there too (the answers above are compared without it)
+        short.create_table(**create_table_kwargs("m"))
+        key = {"pk": {"S": "a"}, "sk": {"S": "b"}}
+        short_meta = short.get_item(TableName="m", Key=key)["ResponseMetadata"]
+        plain_meta = ddb.get_item(TableName="m", Key=key)["ResponseMetadata"]
+        assert list(short_meta) == list(plain_meta)
+        assert short_meta["HTTPStatusCode"] == 200
+        assert short_meta["RequestId"] == short_meta["HTTPHeaders"]["x-amzn-requestid"]
     finally:
         aws_shortcut.uninstall()
         undo()

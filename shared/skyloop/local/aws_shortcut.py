@@ -8,7 +8,9 @@ yet cost as much as moto's own work on the request. :func:`install` hooks
 serialized the call: the serialized request is handed to ``send`` (moto in
 this process, or the pipe to the stack from a Lambda worker), and the answer
 is parsed by botocore's own JSON parser, modeled error fields included, so a
-caller sees the same response or the same ``ClientError`` as before.
+caller sees the same response or the same ``ClientError`` as before (a
+successful data-plane answer without binary values is its JSON body, which is
+what that parser makes of it, with ``json.loads``).
 
 Only DynamoDB takes this path (JSON protocol, no streaming bodies); other
 services keep botocore's ``before-send`` seam. Real AWS is never involved.
@@ -16,6 +18,8 @@ services keep botocore's ``before-send`` seam. Real AWS is never involved.
 
 from __future__ import annotations
 
+import json
+import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -71,6 +75,9 @@ def answer(model: Any, params: dict[str, Any], **_: Any) -> tuple[Any, dict[str,
         "context": {"operation_name": model.name},
         "body": out,
     }
+    plain = _plain_answer(model.name, status, http.headers, out)
+    if plain is not None:
+        return http, plain
     parser = _parser()
     parsed: dict[str, Any] = parser.parse(response, model.output_shape)
     if status >= 300:  # what botocore's endpoint adds: the error's modeled fields (CancellationReasons...)
@@ -81,6 +88,43 @@ def answer(model: Any, params: dict[str, Any], **_: Any) -> tuple[Any, dict[str,
     if "ResponseMetadata" in parsed:
         parsed["ResponseMetadata"]["RetryAttempts"] = 0
     return http, parsed
+
+
+# Data-plane answers whose every field is plain JSON in botocore's parsed form (strings, numbers,
+# booleans, lists, maps), unless an attribute value is binary, which botocore base64-decodes.
+PLAIN_OPERATIONS = frozenset(
+    {"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "BatchGetItem", "BatchWriteItem",
+     "TransactGetItems", "TransactWriteItems"}
+)  # fmt: skip
+_BINARY = re.compile(rb'"BS?"\s*:')
+
+
+def _plain_answer(operation: str, status: int, headers: Any, body: bytes) -> dict[str, Any] | None:
+    """A successful data-plane answer as botocore's parser gives it, by ``json.loads``; None if not one.
+
+    botocore's parser walks the output shape value by value, which for a Query
+    of a long conversation cost more than moto's work on it; for these
+    operations its result equals the JSON body (every member is modeled, no
+    timestamps) except for binary values, which keep the parser.
+    """
+    if status >= 300 or operation not in PLAIN_OPERATIONS or _BINARY.search(body):
+        return None
+    try:
+        parsed = json.loads(body) if body else {}
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict):
+        return None
+    from botocore.utils import lowercase_dict
+
+    meta: dict[str, Any] = {}
+    if "x-amzn-requestid" in headers:
+        meta["RequestId"] = headers["x-amzn-requestid"]
+    meta["HTTPStatusCode"] = status
+    meta["HTTPHeaders"] = lowercase_dict(headers)
+    meta["RetryAttempts"] = 0
+    parsed["ResponseMetadata"] = meta
+    return parsed
 
 
 def install(send: Send) -> None:
