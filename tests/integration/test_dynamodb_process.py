@@ -95,8 +95,10 @@ def test_a_closed_process_fails_calls_at_once_and_reports_no_exit() -> None:
     remote = handle.connect()
     assert call(remote, "ListTables", {})[0] == 200
     exits: list[int] = []
-    handle.watch(exits.append)
+    watcher = handle.watch(exits.append)
     handle.close()
+    watcher.join(10)
+    assert not watcher.is_alive()
     # Then the process is gone, a planned close is not reported as a crash,
     # and a new call fails at once (a pooled connection that broke is never reused)
     with pytest.raises((OSError, EOFError)):

@@ -125,11 +125,7 @@ class DynamoDBProcess:
                 time.sleep(0.02)
         return self.remote
 
-    @property
-    def pid(self) -> int:
-        return self._proc.pid
-
-    def watch(self, on_exit: Callable[[int], None]) -> None:
+    def watch(self, on_exit: Callable[[int], None]) -> threading.Thread:
         """Call ``on_exit(status)`` if the process ends before :meth:`close` (the table is gone with it)."""
 
         def wait() -> None:
@@ -137,7 +133,9 @@ class DynamoDBProcess:
             if not self._closing:
                 on_exit(status)
 
-        threading.Thread(target=wait, name="dynamodb-watch", daemon=True).start()
+        thread = threading.Thread(target=wait, name="dynamodb-watch", daemon=True)
+        thread.start()
+        return thread
 
     def close(self) -> None:
         self._closing = True
@@ -151,10 +149,6 @@ class DynamoDBProcess:
                 self._proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 self._proc.kill()
-
-
-def is_dynamodb(method: str, url: str) -> bool:
-    return method == "POST" and url.startswith(("https://dynamodb.", "http://dynamodb."))
 
 
 def remote_from_env(environment: dict[str, str] | os._Environ[str] | None = None) -> Remote | None:
