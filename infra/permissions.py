@@ -82,15 +82,7 @@ _TURN_STEP = TableAccess(
 
 TABLE_ACCESS: dict[str, TableAccess] = {
     "api": TableAccess(
-        actions=(
-            "dynamodb:GetItem",
-            "dynamodb:Query",
-            "dynamodb:PutItem",
-            "dynamodb:UpdateItem",
-            "dynamodb:ConditionCheckItem",
-            "dynamodb:DeleteItem",
-            "dynamodb:BatchWriteItem",
-        ),
+        actions=(*_TURN_STEP.actions, "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"),
         indexes=(INDEX_BY_OWNER, INDEX_BY_AGENT_NAME),
     ),
     "stream": TableAccess(actions=("dynamodb:GetItem", "dynamodb:Query")),

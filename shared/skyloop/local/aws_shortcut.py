@@ -90,13 +90,19 @@ def answer(model: Any, params: dict[str, Any], **_: Any) -> tuple[Any, dict[str,
     return http, parsed
 
 
-# Data-plane answers whose every field is plain JSON in botocore's parsed form (strings, numbers,
-# booleans, lists, maps), unless an attribute value is binary, which botocore base64-decodes.
-PLAIN_OPERATIONS = frozenset(
+# DynamoDB's data plane: requests moto's handler serves directly (skyloop.local.moto_dynamodb), and
+# answers whose every field is plain JSON in botocore's parsed form (strings, numbers, booleans, lists,
+# maps), unless an attribute value is binary, which botocore base64-decodes.
+DATA_PLANE_OPERATIONS = frozenset(
     {"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "BatchGetItem", "BatchWriteItem",
      "TransactGetItems", "TransactWriteItems"}
 )  # fmt: skip
-_BINARY = re.compile(rb'"BS?"\s*:')
+BINARY_VALUE = re.compile(rb'"BS?"\s*:')  # a binary attribute value (or a map key "B"/"BS")
+
+
+def is_dynamodb(method: str, url: str) -> bool:
+    """Whether a request is a DynamoDB API call (all of them are JSON POSTs to the service endpoint)."""
+    return method == "POST" and url.startswith(("https://dynamodb.", "http://dynamodb."))
 
 
 def _plain_answer(operation: str, status: int, headers: Any, body: bytes) -> dict[str, Any] | None:
@@ -107,7 +113,7 @@ def _plain_answer(operation: str, status: int, headers: Any, body: bytes) -> dic
     operations its result equals the JSON body (every member is modeled, no
     timestamps) except for binary values, which keep the parser.
     """
-    if status >= 300 or operation not in PLAIN_OPERATIONS or _BINARY.search(body):
+    if status >= 300 or operation not in DATA_PLANE_OPERATIONS or BINARY_VALUE.search(body):
         return None
     try:
         parsed = json.loads(body) if body else {}

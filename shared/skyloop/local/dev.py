@@ -58,7 +58,9 @@ class DevStack:
     example_agent_id: str | None
     app: Any
     example_model: str = ""  # who answers the example agent, for the banner
-    dynamodb: Any = None  # the DynamoDB process (skyloop.local.dynamodb_process), None when inline
+    # the DynamoDB process's handle (skyloop.local.dynamodb_process), None when inline; held for the
+    # stack's lifetime: the process lives as long as the handle's control connection
+    dynamodb: Any = None
 
 
 def capture_bedrock_identity(env: MutableMapping[str, str] | None = None) -> None:

@@ -106,11 +106,12 @@ def dispatch_aws(
     from botocore.awsrequest import AWSPreparedRequest, HeadersDict
     from moto.core.models import botocore_stubber
 
+    from skyloop.local import aws_shortcut
     from skyloop.local.moto_dynamodb import dispatch_fast
 
     try:
         response = None
-        if method == "POST" and url.startswith(("https://dynamodb.", "http://dynamodb.")):
+        if aws_shortcut.is_dynamodb(method, url):
             response = dispatch_fast(url, dict(headers), body)  # most requests: DynamoDB's data plane
         if response is None:
             request = AWSPreparedRequest(

@@ -148,7 +148,7 @@ def _forward(request: Any, event_name: str = "", **_: Any) -> AWSResponse | None
     if isinstance(body, str):
         body = body.encode()
     headers = list(request.headers.items())
-    if _dynamodb and dynamodb_process.is_dynamodb(request.method, request.url):
+    if _dynamodb and aws_shortcut.is_dynamodb(request.method, request.url):
         status, out_headers, out_body = _dynamodb[0].call(request.method, request.url, headers, body or b"")
     else:
         status, out_headers, out_body = _channel[0].call(

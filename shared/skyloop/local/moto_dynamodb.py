@@ -54,12 +54,12 @@ import copy
 import functools
 import json
 import pickle
-import re
 import threading
 import uuid
 from collections import defaultdict, deque
 from typing import TYPE_CHECKING, Any
 
+from skyloop.local import aws_shortcut
 from skyloop.local._patch import replace
 
 if TYPE_CHECKING:
@@ -225,21 +225,8 @@ def _gsi_candidates(table: Any, index_name: str, hash_key: Any, hash_conditions:
 
 _ORIGINAL: dict[str, Callable[..., Any]] = {}
 FAST_TARGET = "DynamoDB_20120810."
-FAST_OPERATIONS = frozenset(
-    {
-        "GetItem",
-        "PutItem",
-        "UpdateItem",
-        "DeleteItem",
-        "Query",
-        "Scan",
-        "BatchGetItem",
-        "BatchWriteItem",
-        "TransactGetItems",
-        "TransactWriteItems",
-    }
-)
-_BINARY = re.compile(rb'"BS?"\s*:')  # a binary attribute value (or a map key "B"/"BS": generic path too)
+FAST_OPERATIONS = aws_shortcut.DATA_PLANE_OPERATIONS
+_BINARY = aws_shortcut.BINARY_VALUE  # binary values: moto's parser base64-decodes them, the generic path
 
 
 class _Headers:
@@ -466,7 +453,7 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
     @functools.wraps(_ORIGINAL["process_request"])
     def process_request(self: Any, request: Any) -> Any:
         url = request.url
-        if url.startswith(("https://dynamodb.", "http://dynamodb.")) and request.method == "POST":
+        if aws_shortcut.is_dynamodb(request.method, url):
             response = dispatch_fast(url, request.headers, request.body)
             if response is not None:
                 return response
