@@ -296,3 +296,47 @@ def test_a_server_tool_is_prepared_and_recorded_without_reading_the_turn(
     assert requests.take() == {"GetItem": 1, "TransactWriteItems": 1}
     assert (call := store.get_call(session.id, state.response_id, "s1")) is not None
     assert call.output == "A"
+
+
+def test_a_message_joining_before_the_outputs_append_is_in_the_model_calls_cut_and_consumed(
+    aws: Stack, engine: RecordingEngine
+) -> None:
+    # Given a parked client call, answered
+    session = aws.new_session("unused-model")
+    store = aws.store
+    other = _other_container(aws)
+    agent = store.get_agent(session.agent_id)
+    tool = ClientTool.model_validate({"name": "read_file", "description": "Read", "parameters": {}})
+    state = steps.prepare_turn(store, _started(aws, engine, session, [tool]))
+    state = steps.call_model(store, state, model_caller=_calls_read_file)
+    steps.await_client(store, engine, state, "token-1")
+    lifecycle.answer(store, engine, session.id, "call_1", "a.py")
+
+    # When a message joins (through another container) after the next model step read the session,
+    # before its outputs' append
+    list_calls = store.list_calls
+
+    def list_calls_then_join(*args: Any, **kwargs: Any) -> Any:
+        found = list_calls(*args, **kwargs)
+        message = {"role": "user", "content": [{"type": "input_text", "text": "two"}]}
+        lifecycle.start_or_join(other, engine, agent, session.id, message, None)
+        return found
+
+    seen: list[list[str]] = []
+
+    def answers(spec: Any, items: Any, tools: Any, on_delta: Any, **_: Any) -> ModelResult:
+        seen.append([i.data["content"][0]["text"] for i in items if i.type == "message"])
+        return ModelResult(text="done")
+
+    store.list_calls = list_calls_then_join  # type: ignore[method-assign]
+    try:
+        state = steps.call_model(store, state, model_caller=answers)
+    finally:
+        del store.list_calls
+
+    # Then the model saw the message, the step counted it consumed, and the turn ends without
+    # another model call for it
+    assert seen == [["hi", "two"]]
+    assert steps.finish_turn(store, state).next == "stop"
+    _events(aws, session.id)
+    assert store.get_session(session.id).status == "idle"
