@@ -470,11 +470,14 @@ def test_decisions_parking_and_the_one_wake_up(store: Store) -> None:
     session = _session(store)
     _running(store, session, "resp_p")
     assert store.get_decision(session.id, "resp_p") is None
+    assert store.get_turn(session.id, "resp_p").decided_iteration is None
     decision = TurnDecision(
         response_id="resp_p", iteration=0, next="await_client", consumed_seq=1, unanswered=1
     )
     store.append(Append(session.id, decision=decision))
     assert store.get_decision(session.id, "resp_p") == decision
+    # the turn row says which iteration's result landed (the model step reads no marker for it)
+    assert store.get_turn(session.id, "resp_p").decided_iteration == 0
     store.park_turn(session.id, "resp_p", task_token="token-1", iteration=0)
     turn = store.get_turn(session.id, "resp_p")
     assert (turn.task_token, turn.await_iteration, turn.unanswered) == ("token-1", 0, 1)

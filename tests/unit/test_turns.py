@@ -222,6 +222,23 @@ def test_a_failed_wake_up_is_not_lost_a_repost_of_the_same_output_wakes_the_turn
     assert world.engine.resumed == [("token-1", {"resumed_iteration": 0})]
 
 
+def test_parking_again_after_every_call_was_answered_resumes_the_turn_itself() -> None:
+    # Given a parked call whose answer landed but whose wake-up failed
+    world = World()
+    state = steps.call_model(world.store, world.start("go", [READ]), Model(calls("read_file")))
+    steps.await_client(world.store, world.engine, state, "token-1")
+    assert world.engine.resumed == []  # a call is open: parking leaves the wake-up to its answer
+    world.engine.fail_resumes = 1
+    with pytest.raises(ConnectionError):
+        lifecycle.answer(world.store, world.engine, world.sid, "call_read_file", "out")
+    # When the parking step runs again (a retried invocation with a new token)
+    steps.await_client(world.store, world.engine, state, "token-2")
+    # Then, no call being open any more, parking itself wakes the turn, once
+    assert world.engine.resumed == [("token-2", {"resumed_iteration": 0})]
+    steps.await_client(world.store, world.engine, state, "token-2")
+    assert world.engine.resumed == [("token-2", {"resumed_iteration": 0})]
+
+
 def test_an_output_for_a_turn_whose_execution_is_gone_is_409() -> None:
     world = World()
     state = steps.call_model(world.store, world.start("go", [READ]), Model(calls("read_file")))

@@ -140,6 +140,8 @@ class Turn(BaseModel):
     await_iteration: int | None = None
     unanswered: int = 0
     resumed_iteration: int | None = None
+    # the iteration of the last model call whose result landed (its decision, recorded with the result)
+    decided_iteration: int | None = None
     input_tokens: int = 0  # over the turn's model calls
     output_tokens: int = 0
 

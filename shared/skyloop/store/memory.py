@@ -406,7 +406,11 @@ class MemoryStore:
                 raise NotFoundError(f"Turn not found: '{response_id}'")
             turn = self._turn(data, response_id)
             resumed = data.resumed.get(response_id)
-            return turn.model_copy(update={"resumed_iteration": resumed}, deep=True)
+            decision = data.decisions.get(response_id)
+            decided = decision.iteration if decision else None
+            return turn.model_copy(
+                update={"resumed_iteration": resumed, "decided_iteration": decided}, deep=True
+            )
 
     def get_decision(self, session_id: str, response_id: str) -> TurnDecision | None:
         with self._lock:

@@ -35,7 +35,7 @@ from skyloop.turns.state import TurnState
 if TYPE_CHECKING:
     from skyloop.models.agent import Agent
     from skyloop.models.session import ClientTool, PendingCall, Session
-    from skyloop.store import Store
+    from skyloop.store import AppendResult, Store
     from skyloop.turns.engine import TurnEngine
 
 ATTEMPTS = 5  # fresh reads before a racing API transition gives up with 409
@@ -66,12 +66,34 @@ def turn_append(state: TurnState, dedupe_key: str, *, after_seq: int | None = No
     )
 
 
-def append_active(store: Store, batch: Append) -> None:
+def append_active(store: Store, batch: Append) -> AppendResult:
     """Flush a turn's append; a turn that is no longer active raises :class:`TurnInactiveError`."""
     try:
-        store.append(batch)
+        return store.append(batch)
     except (ConditionFailedError, NotFoundError) as exc:
         raise TurnInactiveError(str(exc)) from exc
+
+
+class SeqChain:
+    """The session's ``last_seq`` as one step last read or wrote it, handed to the step's next append.
+
+    It saves the read of ``last_seq`` an append makes without one. Safe
+    because the value is only the append's *expected* ``last_seq``: if another
+    writer appended in between, the append's condition fails and the store
+    re-reads and retries (no lost or duplicate seq). A duplicate append (it
+    had landed before) says nothing about the log, so the next one reads.
+    Lives for one step invocation (never shared between processes).
+    """
+
+    def __init__(self, seq: int | None) -> None:
+        self.seq = seq
+
+    def append(self, store: Store, batch: Append) -> AppendResult:
+        """:func:`append_active` from the chain's seq; returns the result, the chain moves on."""
+        batch.after_seq = self.seq
+        result = append_active(store, batch)
+        self.seq = None if result.duplicate else result.last_seq
+        return result
 
 
 def _end_turn(
@@ -128,8 +150,13 @@ def start_or_join(
     *,
     idempotency_key: str | None = None,
     model_override: str | None = None,
+    session: Session | None = None,
 ) -> dict[str, Any]:
     """Persist a user message, then start a turn, or hand the message to the running one.
+
+    ``session`` is the caller's read of the session, if it has one: the first
+    attempt decides from it (its append's guard and expected seq re-check
+    that decision), later attempts from a fresh read.
 
     ``model_override`` (omnigent's per-event override) applies to the turn this message starts;
     like ``tools`` it is ignored when the message joins a running turn.
@@ -150,8 +177,9 @@ def start_or_join(
     else:
         item_id, group = new_id(), new_turn_group_id()
     counted = False  # the quota is taken once, however many times the append is retried
-    for _ in range(ATTEMPTS):
-        session = store.get_session(session_id)
+    for attempt in range(ATTEMPTS):
+        if attempt or session is None:
+            session = store.get_session(session_id)
         batch = Append(
             session_id,
             after_seq=session.last_seq,
@@ -165,12 +193,10 @@ def start_or_join(
 
                 quotas.before_turn(store, get_settings(), session.owner)
             counted = True
-        response_id: str | None
         if session.status == "running":
             idx = batch.event(ev.SESSION_INPUT_CONSUMED, ev.input_consumed(item_id, message))
             batch.guard = Guard(running=True)
             batch.change = SessionChange(mark_input=True)
-            response_id = None
         else:
             response_id = _response_id_for(session_id, idempotency_key)
             batch.event(ev.SESSION_STATUS, ev.session_status(session_id, "running", response_id=response_id))
@@ -200,25 +226,57 @@ def start_or_join(
             result = store.append(batch)
         except ConditionFailedError:
             continue  # the turn started or ended under us: decide again
-        if result.duplicate:
-            # Posted before: make sure the turn it started runs (a named start is idempotent).
-            response_id = _response_id_for(session_id, idempotency_key)
-            if store.get_session(session_id).active_response_id != response_id:
-                response_id = None
-        if response_id is not None:
-            _start_execution(store, engine, agent, session_id, response_id)
+        _run_started(store, engine, agent, batch, result, idempotency_key)
         return {"queued": True, "item_id": item_id}
     raise ConflictError("the session changed too often while posting; try again")
 
 
-def _start_execution(
-    store: Store, engine: TurnEngine, agent: Agent, session_id: str, response_id: str
+def _run_started(
+    store: Store,
+    engine: TurnEngine,
+    agent: Agent,
+    batch: Append,
+    result: AppendResult,
+    idempotency_key: str | None,
 ) -> None:
+    """Start the execution of the turn a post's append started (or, re-posted, had started)."""
+    session_id = batch.session_id
+    if result.duplicate:
+        # Posted before: make sure the turn it started runs (a named start is idempotent).
+        response_id = _response_id_for(session_id, idempotency_key)
+        if store.get_session(session_id).active_response_id == response_id:
+            _start_execution(store, engine, agent, session_id, response_id)
+    elif batch.new_turn is not None:
+        _start_execution(
+            store,
+            engine,
+            agent,
+            session_id,
+            batch.new_turn.response_id,
+            created_at=batch.new_turn.created_at,
+            last_seq=result.last_seq,
+        )
+
+
+def _start_execution(
+    store: Store,
+    engine: TurnEngine,
+    agent: Agent,
+    session_id: str,
+    response_id: str,
+    *,
+    created_at: int | None = None,
+    last_seq: int | None = None,
+) -> None:
+    """Start the turn's execution; a turn started by this post carries its facts (no step re-reads them)."""
     state = TurnState(
         session_id=session_id,
         response_id=response_id,
         client_tool_timeout_s=agent.spec.limits.client_tool_timeout_s,
         max_iterations=agent.spec.limits.max_iterations,
+        agent_id=agent.id if created_at is not None else None,
+        created_at=created_at,
+        last_seq=last_seq,
     )
     try:
         engine.start(state)
@@ -265,6 +323,7 @@ def finish_or_continue(
     batch = Append(
         state.session_id,
         dedupe_key=f"{state.response_id}:finish",
+        after_seq=state.last_seq,  # as the model step left it; a message since fails it, then re-read
         guard=Guard(active_turn=state.response_id, input_seen_through=state.consumed_seq),
     )
     _end_turn(
@@ -352,19 +411,22 @@ def park(store: Store, engine: TurnEngine, state: TurnState, task_token: str, *,
     woken so it runs on to its end.
     """
     iteration = state.iteration - 1
-    session = store.get_session(state.session_id)
-    if not is_active(session, state.response_id):
+    try:  # no read of the session first: the publishing append below is guarded on the turn being active
+        store.park_turn(state.session_id, state.response_id, task_token=task_token, iteration=iteration)
+    except NotFoundError:  # the session was deleted (with its turn)
         engine.wake(task_token)
         return
-    store.park_turn(state.session_id, state.response_id, task_token=task_token, iteration=iteration)
     calls = store.list_calls(state.session_id, state.response_id, iteration=iteration)
-    batch = turn_append(state, f"{state.response_id}:{iteration}:await", after_seq=session.last_seq)
+    batch = turn_append(state, f"{state.response_id}:{iteration}:await", after_seq=state.last_seq)
+    waiting = False
     for call in calls:
         if call.output is not None:  # answered already (e.g. an unknown tool's error output) are not shown
             continue
         if call.kind == "client":
+            waiting = True
             batch.event(ev.RESPONSE_ITEM_DONE, call_event(call, "action_required", agent_name))
         elif call.approval == "pending":
+            waiting = True
             batch.event(
                 ev.ELICITATION_REQUEST,
                 ev.approval_request(
@@ -381,7 +443,10 @@ def park(store: Store, engine: TurnEngine, state: TurnState, task_token: str, *,
     except TurnInactiveError:
         engine.wake(task_token)
         return
-    resume(store, engine, state.session_id, state.response_id, iteration)  # a no-op while calls are open
+    # A call still open when listed (after the token was stored) is answered later, and that answer
+    # resumes the turn; only when none was (a retried invocation) does parking resume it.
+    if not waiting:
+        resume(store, engine, state.session_id, state.response_id, iteration)
 
 
 def resume(store: Store, engine: TurnEngine, session_id: str, response_id: str, iteration: int) -> bool:
@@ -406,14 +471,25 @@ def resume(store: Store, engine: TurnEngine, session_id: str, response_id: str, 
     return True
 
 
-def answer(store: Store, engine: TurnEngine, session_id: str, call_id: str, output: str) -> dict[str, Any]:
+def answer(
+    store: Store,
+    engine: TurnEngine,
+    session_id: str,
+    call_id: str,
+    output: str,
+    *,
+    session: Session | None = None,
+) -> dict[str, Any]:
     """Record a client tool's output once; the answer that completes the set resumes the turn.
 
     The same output again is a no-op with the same answer (and wakes the turn
     if an earlier wake-up failed); a different output for an answered call is
-    409; an unknown call is 404.
+    409; an unknown call is 404. ``session`` is the caller's read of the
+    session, if it has one (it only says where to look for the call: the
+    answer's write checks the call's turn is still the running one).
     """
-    session = store.get_session(session_id)
+    if session is None:
+        session = store.get_session(session_id)
     accepted = {"queued": True, "item_id": call_id}
     call = None
     for response_id in (session.active_response_id, session.last_response_id):

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from skyloop.models.agent import Agent, AgentSpec
     from skyloop.models.session import Session, Turn
-    from skyloop.store import Store
+    from skyloop.store import Append, Store
     from skyloop.store.records import NextStep
     from skyloop.tools.catalog import Catalog
     from skyloop.turns.state import TurnState
@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 DELTA_FLUSH_S = 0.1  # at most ~10 delta appends a second per turn: live enough, and bounds write cost
 DELTA_FLUSH_CHARS = 2048
 MAX_ATTEMPTS = 10
+# The last streamed text rides in the result's append unless the response has this many calls (one
+# transaction holds at most 100 items; each call is one of them).
+FOLD_MAX_CALLS = 64
 
 ModelCaller = Any  # (spec, items, tools, on_delta, *, timeout_s) -> ModelResult
 
@@ -44,6 +47,7 @@ UsageReport = Any  # (agent name, Usage) -> None: told once per model call whose
 def run(
     store: Store,
     state: TurnState,
+    session: Session,
     turn: Turn,
     agent: Agent,
     model_caller: ModelCaller,
@@ -52,27 +56,31 @@ def run(
     report_usage: UsageReport = None,
     catalog: Catalog | None = None,
 ) -> TurnState:
-    """The CallModel step for an active turn (the caller checked it is active).
+    """The CallModel step for an active turn (the caller read ``session`` and ``turn`` and checked it is).
 
     The model is offered the message's client tools and the agent's server
     tools (``catalog``); what it calls decides where the turn goes next.
+    The step's appends run on one :class:`~skyloop.turns.lifecycle.SeqChain`
+    from the caller's read, so none of them reads ``last_seq`` first.
     """
     i = state.iteration
     result_key = f"{state.response_id}:{i}:result"
-    if store.dedupe_exists(state.session_id, result_key):
-        return recorded_decision(store, state)
+    # The result's append records its decision on the turn row, so the row just read tells whether
+    # this iteration's result landed (no read of the result's dedupe marker).
+    if turn.decided_iteration is not None and turn.decided_iteration >= i:
+        return recorded_decision(store, state, last_seq=session.last_seq)
     if i >= state.max_iterations:
         raise TurnError("max_iterations", f"the turn reached its limit of {state.max_iterations} model calls")
+    chain = lifecycle.SeqChain(session.last_seq)
     if i > 0:
-        record_outputs(store, state, agent, i - 1)
-    session = store.get_session(state.session_id)
+        session = record_outputs(store, state, agent, i - 1, session, chain)
     cutoff = session.last_seq
     items = store.list_items(state.session_id, through_seq=cutoff)
     consumed = max(state.consumed_seq, session.input_seq)
-    attempt = claim_attempt(store, state)
+    attempt = claim_attempt(store, state, chain)
 
     _check_endpoint(agent.spec)
-    deltas = DeltaWriter(store, state, attempt)
+    deltas = DeltaWriter(store, state, attempt, chain)
     try:
         offered = turn.tools + (catalog.definitions() if catalog else [])
         spec = effective_spec(agent.spec, session, turn)
@@ -80,12 +88,10 @@ def run(
     except ModelCallError as exc:
         deltas.flush()
         raise TurnError(exc.error_code, exc.message) from exc
-    deltas.flush()
 
     batch = lifecycle.turn_append(state, result_key)
+    deltas.finish(batch, result.text, len(result.calls))
     if result.text:
-        if not deltas.sent_any:
-            batch.event(ev.RESPONSE_TEXT_DELTA, ev.text_delta(result.text, response_id=state.response_id))
         msg_id = derived_id(state.response_id, i, "message")
         idx = batch.event(
             ev.RESPONSE_ITEM_DONE,
@@ -126,10 +132,18 @@ def run(
         input_tokens=tokens.input_tokens,
         output_tokens=tokens.output_tokens,
     )
-    lifecycle.append_active(store, batch)
+    chain.append(store, batch)
     if report_usage is not None:
         report_usage(agent.name, tokens)
-    return state.model_copy(update={"next": nxt, "iteration": iteration, "consumed_seq": consumed, **route})
+    return state.model_copy(
+        update={
+            "next": nxt,
+            "iteration": iteration,
+            "consumed_seq": consumed,
+            "last_seq": chain.seq,
+            **route,
+        }
+    )
 
 
 def _check_endpoint(spec: AgentSpec) -> None:
@@ -214,7 +228,7 @@ def next_step(calls: list[PendingCall]) -> tuple[NextStep, dict[str, Any]]:
     return ("await_client" if waits else "call_model"), route
 
 
-def recorded_decision(store: Store, state: TurnState) -> TurnState:
+def recorded_decision(store: Store, state: TurnState, *, last_seq: int | None = None) -> TurnState:
     """What the landed result of this iteration decided (a repeated invocation returns it again)."""
     decision = store.get_decision(state.session_id, state.response_id)
     if decision is None or decision.iteration != state.iteration:
@@ -224,43 +238,64 @@ def recorded_decision(store: Store, state: TurnState) -> TurnState:
     # so the calls as they are now route the same way they did.
     _, route = next_step(store.list_calls(state.session_id, state.response_id, iteration=state.iteration))
     return state.model_copy(
-        update={"next": decision.next, "iteration": iteration, "consumed_seq": decision.consumed_seq, **route}
+        update={
+            "next": decision.next,
+            "iteration": iteration,
+            "consumed_seq": decision.consumed_seq,
+            "last_seq": last_seq,
+            **route,
+        }
     )
 
 
-def claim_attempt(store: Store, state: TurnState) -> int:
+def claim_attempt(store: Store, state: TurnState, chain: lifecycle.SeqChain | None = None) -> int:
     """Number this model call's attempt; any attempt after the first is announced to viewers."""
+    chain = chain or lifecycle.SeqChain(None)
     for attempt in range(MAX_ATTEMPTS):
         if store.claim(state.session_id, f"{state.response_id}:{state.iteration}:attempt:{attempt}"):
             if attempt:
                 batch = lifecycle.turn_append(state, f"{state.response_id}:{state.iteration}:retry:{attempt}")
                 batch.event(ev.RESPONSE_RETRY, ev.retry(state.response_id, attempt, MAX_ATTEMPTS))
-                lifecycle.append_active(store, batch)
+                chain.append(store, batch)
             return attempt
     raise TurnError("internal_error", "the model step was retried too many times")
 
 
-def record_outputs(store: Store, state: TurnState, agent: Agent, iteration: int) -> None:
-    """Publish and persist the completed calls of ``iteration`` with their outputs, in call order."""
+def record_outputs(
+    store: Store, state: TurnState, agent: Agent, iteration: int, session: Session, chain: lifecycle.SeqChain
+) -> Session:
+    """Publish and persist the completed calls of ``iteration`` with their outputs, in call order.
+
+    Returns the session as it is after that append, for the model call's cut:
+    ``session`` itself moved on by the append when the append landed right
+    after it (nobody wrote in between, so nothing else of the row changed
+    through the log), else read afresh.
+    """
     calls = store.list_calls(state.session_id, state.response_id, iteration=iteration)
     if not calls:
-        return
+        return session
     missing = [c.call_id for c in calls if c.output is None]
     if missing:
         raise TurnError("internal_error", f"resumed with unanswered calls: {', '.join(missing)}")
     batch = lifecycle.turn_append(state, f"{state.response_id}:{iteration}:outputs")
     for call in calls:
         lifecycle.add_completed_call(batch, call, call.output or "", agent.name)
-    lifecycle.append_active(store, batch)
+    result = chain.append(store, batch)
+    if not result.duplicate and result.first_seq == session.last_seq + 1:
+        return session.model_copy(update={"last_seq": result.last_seq})
+    return store.get_session(state.session_id)
 
 
 class DeltaWriter:
     """Batches streamed text into appends so viewers see tokens live at a bounded write rate."""
 
-    def __init__(self, store: Store, state: TurnState, attempt: int = 0) -> None:
+    def __init__(
+        self, store: Store, state: TurnState, attempt: int = 0, chain: lifecycle.SeqChain | None = None
+    ) -> None:
         self.store = store
         self.state = state
         self.attempt = attempt
+        self.chain = chain or lifecycle.SeqChain(None)
         self.buffer: list[str] = []
         self.batches = 0
         self.last_flush = time.monotonic()
@@ -280,6 +315,23 @@ class DeltaWriter:
         with self._lock:
             self._flush_locked()
 
+    def finish(self, batch: Append, text: str, calls: int) -> None:
+        """End the stream in the result's ``batch``: the text not flushed yet, or all of it if none was.
+
+        The last streamed text rides in the result's append instead of one of
+        its own: the same events in the same order, one write (and one read by
+        every stream) fewer. A response with very many calls keeps the separate
+        append, so the result still fits one transaction.
+        """
+        with self._lock:
+            if calls > FOLD_MAX_CALLS:
+                self._flush_locked()
+            rest, self.buffer = "".join(self.buffer), []
+            if rest or (text and not self.sent_any):
+                batch.event(
+                    ev.RESPONSE_TEXT_DELTA, ev.text_delta(rest or text, response_id=self.state.response_id)
+                )
+
     def _flush_locked(self) -> None:
         self.last_flush = time.monotonic()
         if not self.buffer:
@@ -290,7 +342,7 @@ class DeltaWriter:
         )
         batch.event(ev.RESPONSE_TEXT_DELTA, ev.text_delta(text, response_id=self.state.response_id))
         self.batches += 1
-        lifecycle.append_active(self.store, batch)
+        self.chain.append(self.store, batch)
         self.sent_any = True
 
 

@@ -51,7 +51,7 @@ def prepare_tool(store: Store, state: TurnState, call_id: str, secrets: SecretSt
     if tool is None:
         _record(store, call, f"Error: tool '{call.name}' is no longer offered by this agent")
         return skip
-    _announce(store, state, call, session.agent_name)
+    _announce(store, state, call, session.agent_name, after_seq=session.last_seq)
     try:
         arguments = json.loads(call.arguments or "{}")
     except ValueError:
@@ -114,17 +114,19 @@ def failure_text(name: str, error: dict[str, Any], timeout_s: int | None) -> str
 def _tool(
     store: Store, state: TurnState, call: PendingCall, secrets: SecretStore | None
 ) -> ServerTool | None:
-    from skyloop.turns.steps import agent_of, server_tools
+    from skyloop.turns.steps import agent_for, server_tools
 
-    catalog: Catalog | None = server_tools(
-        store, agent_of(store, store.get_turn(state.session_id, state.response_id)), secrets
-    )
+    catalog: Catalog | None = server_tools(store, agent_for(store, state), secrets)
     return catalog.get(call.name) if catalog else None
 
 
-def _announce(store: Store, state: TurnState, call: PendingCall, agent_name: str) -> None:
+def _announce(
+    store: Store, state: TurnState, call: PendingCall, agent_name: str, *, after_seq: int | None = None
+) -> None:
     """The call, now running on the server (once per call, however often its branch runs)."""
-    batch = lifecycle.turn_append(state, f"{state.response_id}:{call.iteration}:{call.call_id}:started")
+    batch = lifecycle.turn_append(
+        state, f"{state.response_id}:{call.iteration}:{call.call_id}:started", after_seq=after_seq
+    )
     batch.event(ev.RESPONSE_ITEM_DONE, lifecycle.call_event(call, "in_progress", agent_name))
     try:
         lifecycle.append_active(store, batch)
@@ -142,9 +144,9 @@ def _call_mcp(
 ) -> str:
     from skyloop.tools import mcp_client
     from skyloop.tools.catalog import ToolSetupError, catalog_for, headers_for
-    from skyloop.turns.steps import agent_of
+    from skyloop.turns.steps import agent_for
 
-    agent = agent_of(store, store.get_turn(state.session_id, state.response_id))
+    agent = agent_for(store, state)
     server = catalog_for(agent, store, secrets).declared.mcp[tool.server or ""]
     try:
         return mcp_client.call_tool(server, headers_for(server, secrets), call.name, arguments)

@@ -30,6 +30,14 @@ class TurnState(BaseModel):
     run_calls: list[str] = Field(default_factory=list)  # server calls to run now
     approval_calls: list[str] = Field(default_factory=list)  # server calls that run once approved
     await_calls: bool = False  # client calls or approvals to park on
+    # The turn's own facts, fixed when it starts (None in an execution started without them: the
+    # steps then read the turn row): its agent version and creation time.
+    agent_id: str | None = None
+    created_at: int | None = None
+    # The session's last_seq as the previous step's last append left it: the next step's append
+    # expects it instead of reading it (a stale value fails that append's condition, which then
+    # re-reads and retries). None: unknown, the append reads it.
+    last_seq: int | None = None
 
 
 class TurnError(Exception):

@@ -19,6 +19,7 @@ execution. A step of a turn that is no longer active stops quietly.
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
@@ -42,15 +43,21 @@ if TYPE_CHECKING:
 
 
 class _AgentCache:
-    """Agent versions are immutable, so a warm container keeps them."""
+    """Agent versions are immutable, so a warm container keeps them (the most recently used few)."""
 
-    def __init__(self) -> None:
-        self._cache: dict[str, Agent] = {}
+    def __init__(self, size: int = 256) -> None:
+        self._cache: OrderedDict[str, Agent] = OrderedDict()
+        self._size = size
 
     def get(self, store: Store, agent_id: str) -> Agent:
-        if agent_id not in self._cache:
-            self._cache[agent_id] = store.get_agent(agent_id)
-        return self._cache[agent_id]
+        agent = self._cache.get(agent_id)
+        if agent is None:
+            agent = self._cache[agent_id] = store.get_agent(agent_id)
+            while len(self._cache) > self._size:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(agent_id)
+        return agent
 
 
 _AGENTS = _AgentCache()
@@ -58,6 +65,13 @@ _AGENTS = _AgentCache()
 
 def agent_of(store: Store, turn: Turn) -> Agent:
     return _AGENTS.get(store, turn.agent_id)
+
+
+def agent_for(store: Store, state: TurnState) -> Agent:
+    """The turn's agent: by the id its state carries (no read of the turn row), else the row's."""
+    if state.agent_id is not None:
+        return _AGENTS.get(store, state.agent_id)
+    return agent_of(store, store.get_turn(state.session_id, state.response_id))
 
 
 def _stops_when_inactive(step: Callable[..., TurnState]) -> Callable[..., TurnState]:
@@ -73,17 +87,19 @@ def _stops_when_inactive(step: Callable[..., TurnState]) -> Callable[..., TurnSt
 
 @_stops_when_inactive
 def prepare_turn(store: Store, state: TurnState) -> TurnState:
-    session = store.get_session(state.session_id)
-    if not lifecycle.is_active(session, state.response_id):
-        return state.model_copy(update={"next": "stop"})
-    turn = store.get_turn(state.session_id, state.response_id)
-    agent = agent_of(store, turn)
-    batch = lifecycle.turn_append(state, f"{state.response_id}:prepare", after_seq=session.last_seq)
+    """Announce the turn. Nothing is read first when the state carries the turn's facts: the append is
+    guarded on the turn being active (an inactive one stops) and expects the seq the start left."""
+    if state.agent_id is not None and state.created_at is not None:
+        agent, created_at = _AGENTS.get(store, state.agent_id), state.created_at
+    else:
+        turn = store.get_turn(state.session_id, state.response_id)
+        agent, created_at = agent_of(store, turn), turn.created_at
+    batch = lifecycle.turn_append(state, f"{state.response_id}:prepare", after_seq=state.last_seq)
     batch.event(
         ev.RESPONSE_IN_PROGRESS,
         ev.response_event(
             ev.response_object(
-                state.response_id, status="in_progress", model=agent.name, created_at=turn.created_at
+                state.response_id, status="in_progress", model=agent.name, created_at=created_at
             )
         ),
     )
@@ -119,7 +135,15 @@ def call_model(
     caller = model_caller or model_step.default_caller(agent.spec.executor.harness)
     catalog = server_tools(store, agent, secrets)
     return model_step.run(
-        store, state, turn, agent, caller, timeout_s=timeout_s, report_usage=report_usage, catalog=catalog
+        store,
+        state,
+        session,
+        turn,
+        agent,
+        caller,
+        timeout_s=timeout_s,
+        report_usage=report_usage,
+        catalog=catalog,
     )
 
 
@@ -148,12 +172,15 @@ def with_api_key(agent: Agent, secrets: SecretStore | None) -> Agent:
 
 
 def await_client(store: Store, engine: TurnEngine, state: TurnState, task_token: str) -> None:
-    try:
-        turn = store.get_turn(state.session_id, state.response_id)
-    except NotFoundError:  # the session was deleted
-        engine.wake(task_token)
-        return
-    lifecycle.park(store, engine, state, task_token, agent_name=agent_of(store, turn).name)
+    if state.agent_id is not None:
+        agent = _AGENTS.get(store, state.agent_id)
+    else:
+        try:
+            agent = agent_of(store, store.get_turn(state.session_id, state.response_id))
+        except NotFoundError:  # the session was deleted
+            engine.wake(task_token)
+            return
+    lifecycle.park(store, engine, state, task_token, agent_name=agent.name)
 
 
 def finish_turn(store: Store, state: TurnState) -> TurnState:

@@ -52,11 +52,14 @@ def post_event(session_id: str) -> Response:
             tools,
             idempotency_key=req.idempotency_key(),
             model_override=event.model_override or None,
+            session=session,
         )
         return json_response(202, result)
     if event.type == "function_call_output":
         out = event.function_call_output()
-        return json_response(202, lifecycle.answer(store, engine, session_id, out.call_id, out.output))
+        return json_response(
+            202, lifecycle.answer(store, engine, session_id, out.call_id, out.output, session=session)
+        )
     if event.type == "approval":
         answer = event.approval()
         return json_response(

@@ -39,7 +39,11 @@ MAX_TRANSACTION_ITEMS = 100
 
 
 class _SeqMoved(Exception):
-    """Another writer advanced ``last_seq`` first; re-read and retry."""
+    """Another writer advanced ``last_seq`` first; retry from the value just read (``seq``)."""
+
+    def __init__(self, seq: int) -> None:
+        super().__init__(seq)
+        self.seq = seq
 
 
 def guard_condition(guard: Guard | None, names: dict[str, str], values: dict[str, Any]) -> str:
@@ -108,8 +112,8 @@ class EventLog(TableBase):
                 last_seq = self._last_seq(batch.session_id)
             try:
                 result = self._try_append(batch, last_seq)
-            except _SeqMoved:
-                last_seq = None
+            except _SeqMoved as moved:
+                last_seq = moved.seq  # read fresh by the cancellation's explanation
                 continue
             if not result.duplicate:
                 notifier.notify(batch.session_id)
@@ -250,8 +254,9 @@ class EventLog(TableBase):
             raise ConditionFailedError(
                 f"Session '{batch.session_id}' changed under a write: {', '.join(reasons)}"
             ) from exc
-        if self._last_seq(batch.session_id) != last_seq:
-            raise _SeqMoved from exc
+        current = self._last_seq(batch.session_id)
+        if current != last_seq:
+            raise _SeqMoved(current) from exc
         raise ConditionFailedError(
             f"Session '{batch.session_id}' is not in the state this change requires"
         ) from exc

@@ -20,6 +20,8 @@ class TurnRecords(TableBase):
         if attrs is None:
             raise NotFoundError(f"Turn not found: '{response_id}'")
         attrs["tools"] = codec.loads(self._text_in(attrs, "tools"), [])
+        decision = codec.loads(attrs.get("last_decision"))
+        attrs["decided_iteration"] = decision["iteration"] if decision else None
         return Turn.model_validate({k: v for k, v in attrs.items() if k in Turn.model_fields})
 
     def get_decision(self, session_id: str, response_id: str) -> TurnDecision | None:
