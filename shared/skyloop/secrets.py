@@ -39,24 +39,33 @@ class SecretsManagerStore:
 
     def __init__(self, client: Any) -> None:
         self.client = client
+        self._provider: Any = None  # one per store: Powertools caches values per provider instance
 
     def put(self, name: str, value: str) -> str:
         try:
             self.client.create_secret(Name=name, SecretString=value)
         except self.client.exceptions.ResourceExistsException:
             self.client.put_secret_value(SecretId=name, SecretString=value)
+        self._forget()
         return name
 
     def get(self, reference: str) -> str:
-        from aws_lambda_powertools.utilities import parameters  # deferred: only the model step reads secrets
+        if self._provider is None:
+            from aws_lambda_powertools.utilities import parameters  # deferred: only the model step reads
 
-        provider = parameters.SecretsProvider(boto3_client=self.client)
-        return str(provider.get(reference, max_age=SECRET_CACHE_S))
+            self._provider = parameters.SecretsProvider(boto3_client=self.client)
+        return str(self._provider.get(reference, max_age=SECRET_CACHE_S))
 
     def delete(self, reference: str) -> None:
         # no recovery window: a removed agent's key must stop existing, not linger for 7-30 days
         with contextlib.suppress(self.client.exceptions.ResourceNotFoundException):
             self.client.delete_secret(SecretId=reference, ForceDeleteWithoutRecovery=True)
+        self._forget()
+
+    def _forget(self) -> None:
+        """A write through this store is read back at once (other containers wait out the cache)."""
+        if self._provider is not None:
+            self._provider.clear_cache()
 
 
 class MemorySecrets:
