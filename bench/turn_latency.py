@@ -585,7 +585,7 @@ def run_context(params: dict[str, Any]) -> dict[str, Any]:
     return {
         "benchmark": "turn_latency",
         "started_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": " ".join(["bench/turn_latency.py", *sys.argv[1:]]),
+        "command": " ".join([f"bench/{Path(sys.argv[0]).name}", *sys.argv[1:]]),  # the script that ran
         "params": params,
         "code": code_revision(),
         "machine": machine_info(),
