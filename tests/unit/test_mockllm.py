@@ -29,6 +29,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from skyloop.mockllm import MockState, create_app
+from skyloop.mockllm import _state as mock_state
 from skyloop.mockllm._sse import split_words
 from skyloop.mockllm._state import user_input_text
 from tests.servers import UvicornThread
@@ -653,3 +654,18 @@ def test_split_words_round_trips() -> None:
     for text in ["", "   ", "one", " a  b\tc\n", "trailing "]:
         assert "".join(split_words(text)) == text
     assert split_words("a b") == ["a ", "b"]
+
+
+def test_only_the_newest_requests_are_kept_and_every_one_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A dev stack's chat runs on the mock for hours; each request carries its whole conversation.
+    monkeypatch.setattr(mock_state, "CAPTURED_REQUESTS", 5)
+    mock = MockState()
+    for n in range(8):
+        mock.record_and_next({"model": "m", "input": f"turn {n}"})
+    assert [r["input"] for r in mock.requests()] == [f"turn {n}" for n in range(3, 8)]
+    assert [r["input"] for r in mock.requests("m")] == [f"turn {n}" for n in range(3, 8)]
+    assert mock.request_count == 8
+    mock.reset()
+    assert (mock.requests(), mock.request_count) == ([], 0)
+    mock.record_and_next({"model": "m", "input": "after"})
+    assert [r["input"] for r in mock.requests()] == ["after"]

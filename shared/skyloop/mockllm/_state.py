@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 DEFAULT_KEY = "default"
 DEFAULT_TEXT = "Mock LLM response"
 MAX_DELAY_MS = 60_000
+CAPTURED_REQUESTS = 1000  # the newest request bodies kept for /mock/requests
 
 
 class ToolCall(BaseModel):
@@ -138,8 +140,10 @@ class MockState:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.queues: dict[str, _ResponseQueue] = {}
-        self.captured_requests: list[Any] = []
-        self.request_count = 0
+        # The newest requests only: each holds its whole conversation, so keeping every one (a
+        # `skyloop dev` chat runs on this mock for hours) would grow memory with the square of its length.
+        self.captured_requests: deque[Any] = deque(maxlen=CAPTURED_REQUESTS)
+        self.request_count = 0  # every request, also those no longer captured
         self.pending_gates: list[Gate] = []
 
     # -- control -----------------------------------------------------------
@@ -176,11 +180,11 @@ class MockState:
                 del self.queues[key]
             for queue in self.queues.values():
                 queue.reset()
-            self.captured_requests = []
+            self.captured_requests.clear()
             self.request_count = 0
 
     def requests(self, model: str | None = None) -> list[Any]:
-        """Captured bodies, optionally only those whose request ``model`` equals ``model``."""
+        """The newest captured bodies, optionally only those whose request ``model`` equals ``model``."""
         with self._lock:
             if model is None:
                 return list(self.captured_requests)
