@@ -669,3 +669,21 @@ def test_only_the_newest_requests_are_kept_and_every_one_is_counted(monkeypatch:
     assert (mock.requests(), mock.request_count) == ([], 0)
     mock.record_and_next({"model": "m", "input": "after"})
     assert [r["input"] for r in mock.requests()] == ["after"]
+
+
+def test_the_capture_keeps_a_bounded_amount_of_request_json(
+    http: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a capture budget of about two of these bodies (as received over HTTP)
+    body = {"model": "bytes-model", "input": "x" * 1000}
+    monkeypatch.setattr(mock_state, "CAPTURED_BYTES", 2 * len(json.dumps(body)) + 50)
+    for n in range(5):
+        http.post("/v1/responses", json={**body, "metadata": {"n": str(n)}}).raise_for_status()
+    # Then the newest two are kept, every one is counted
+    kept = http.get("/mock/requests", params={"key": "bytes-model"}).json()["requests"]
+    assert [r["metadata"]["n"] for r in kept] == ["3", "4"]
+    assert http.get("/stats").json()["request_count"] == 5
+    # and a body larger than the whole budget is still kept, alone
+    http.post("/v1/responses", json={**body, "input": "y" * 10_000}).raise_for_status()
+    kept = http.get("/mock/requests").json()["requests"]
+    assert [r["input"][:1] for r in kept] == ["y"]

@@ -78,10 +78,10 @@ def create_app(state: MockState | None = None) -> Starlette:  # noqa: C901  (the
     """Build the app around ``state`` (a fresh one by default); ``app.state.mock`` exposes it."""
     mock = state if state is not None else MockState()
 
-    async def pick(body: Any) -> QueuedResponse:
+    async def pick(body: Any, size: int) -> QueuedResponse:
         """Capture, route and pick an entry; hold a blocking entry (not an error) at its gate, then
         wait out its ``delay_ms``. Every route answers through here, so nothing is sent before both."""
-        entry = mock.record_and_next(body)
+        entry = mock.record_and_next(body, size=size)
         if entry.error is None and entry.block:
             gate = mock.open_gate()
             try:
@@ -96,7 +96,7 @@ def create_app(state: MockState | None = None) -> Starlette:  # noqa: C901  (the
     async def draw(request: Request) -> tuple[Any, QueuedResponse, JSONResponse | None]:
         """An OpenAI route's entry, with its error already rendered the OpenAI way."""
         body = await _model_body(request)
-        entry = await pick(body)
+        entry = await pick(body, len(await request.body()))  # the body is read once (Starlette keeps it)
         if entry.error is not None:
             return body, entry, JSONResponse(_sse.error_body(entry.error), status_code=entry.status_code)
         return body, entry, None
@@ -107,7 +107,7 @@ def create_app(state: MockState | None = None) -> Starlette:  # noqa: C901  (the
         body = await _model_body(request)
         if isinstance(body, dict):
             body = {**body, "model": request.path_params["model_id"]}
-        return await pick(body)
+        return await pick(body, len(await request.body()))
 
     def bedrock_error(entry: QueuedResponse) -> JSONResponse:
         status, message = entry.status_code, entry.error or ""

@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 DEFAULT_KEY = "default"
 DEFAULT_TEXT = "Mock LLM response"
 MAX_DELAY_MS = 60_000
-CAPTURED_REQUESTS = 1000  # the newest request bodies kept for /mock/requests
+# /mock/requests keeps the newest request bodies, at most this many and this much of their JSON
+CAPTURED_REQUESTS = 1000
+CAPTURED_BYTES = 8 * 2**20
 
 
 class ToolCall(BaseModel):
@@ -140,9 +142,11 @@ class MockState:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.queues: dict[str, _ResponseQueue] = {}
-        # The newest requests only: each holds its whole conversation, so keeping every one (a
-        # `skyloop dev` chat runs on this mock for hours) would grow memory with the square of its length.
-        self.captured_requests: deque[Any] = deque(maxlen=CAPTURED_REQUESTS)
+        # The newest requests only (see record_and_next): each holds its whole conversation, and a
+        # `skyloop dev` chat runs on this mock for hours.
+        self.captured_requests: deque[Any] = deque()
+        self._captured_sizes: deque[int] = deque()  # each captured body's size as received
+        self._captured_bytes = 0
         self.request_count = 0  # every request, also those no longer captured
         self.pending_gates: list[Gate] = []
 
@@ -181,6 +185,8 @@ class MockState:
             for queue in self.queues.values():
                 queue.reset()
             self.captured_requests.clear()
+            self._captured_sizes.clear()
+            self._captured_bytes = 0
             self.request_count = 0
 
     def requests(self, model: str | None = None) -> list[Any]:
@@ -219,11 +225,24 @@ class MockState:
 
     # -- model requests ----------------------------------------------------
 
-    def record_and_next(self, body: Any) -> QueuedResponse:
-        """Count and capture the request before routing, so even error replies are visible."""
+    def record_and_next(self, body: Any, *, size: int = 0) -> QueuedResponse:
+        """Count and capture the request before routing, so even error replies are visible.
+
+        ``size`` is the body's length as received: the capture keeps the newest
+        bodies within :data:`CAPTURED_REQUESTS` and :data:`CAPTURED_BYTES`, so a
+        long chat on this mock holds a bounded amount, not every request's whole
+        conversation (the newest body is always kept, however large).
+        """
         with self._lock:
             self.request_count += 1
             self.captured_requests.append(body)
+            self._captured_sizes.append(size)
+            self._captured_bytes += size
+            while len(self.captured_requests) > 1 and (
+                len(self.captured_requests) > CAPTURED_REQUESTS or self._captured_bytes > CAPTURED_BYTES
+            ):
+                self.captured_requests.popleft()
+                self._captured_bytes -= self._captured_sizes.popleft()
             request = body if isinstance(body, dict) else {}
             return self._resolve_queue(request).next(request)
 
