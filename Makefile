@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8080
 
-.PHONY: run test lint typecheck unit integration e2e infra format bench clean synth layer lock
+.PHONY: run test node-tools lint typecheck unit integration e2e infra format bench clean synth layer lock
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,13 @@ $(VENV)/.dev-installed: pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $@ $(VENV)/.local-installed
 
+# Node tools the tests run (asl-validator), pinned by package-lock.json; Node and npm come with the machine.
+NODE_TOOLS := node_modules/.installed
+$(NODE_TOOLS): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+node-tools: $(NODE_TOOLS)
+
 ## run: the local stack on http://127.0.0.1:$(PORT) with the example agent `coder`
 run: $(VENV)/.local-installed
 	$(VENV)/bin/skyloop dev --port $(PORT)
@@ -26,7 +33,7 @@ run: $(VENV)/.local-installed
 COVERAGE := --cov=skyloop.turns --cov=skyloop.store --cov-report=term:skip-covered
 
 ## test: lint and types, then the whole suite (unit, integration on moto, e2e over real HTTP/SSE, infra)
-test: lint typecheck
+test: lint typecheck $(NODE_TOOLS)
 	$(PY) -m pytest $(COVERAGE)
 
 ## lint: ruff rules and formatting
@@ -46,7 +53,7 @@ integration: $(VENV)/.dev-installed
 	$(PY) -m pytest tests/integration $(COVERAGE)
 e2e: $(VENV)/.dev-installed
 	$(PY) -m pytest tests/e2e
-infra: $(VENV)/.dev-installed
+infra: $(VENV)/.dev-installed $(NODE_TOOLS)
 	$(PY) -m pytest tests/infra
 
 format: $(VENV)/.dev-installed
@@ -72,4 +79,4 @@ bench: $(VENV)/.dev-installed
 	$(PY) bench/turn_latency.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache cdk.out layers/build layers/build.tmp
+	rm -rf $(VENV) node_modules .pytest_cache .ruff_cache cdk.out layers/build layers/build.tmp

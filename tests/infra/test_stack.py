@@ -634,8 +634,9 @@ def test_act_state_maps_server_tools_whose_function_comes_from_the_step(template
         if state["Type"] == "Map"
     }
     assert set(maps) == {"RunTools", "RunApprovedTools"}
-    for state in maps.values():
-        invoke = state["ItemProcessor"]["States"]["InvokeTool"]
+    invokes = {"RunTools": "InvokeTool", "RunApprovedTools": "InvokeApprovedTool"}
+    for map_name, state in maps.items():
+        invoke = state["ItemProcessor"]["States"][invokes[map_name]]
         # the tool's ARN is data (run_tool's prepare answers it), so IAM alone bounds what runs
         assert invoke["Resource"] == "arn:aws:states:::lambda:invoke"
         assert invoke["Parameters"]["FunctionName.$"] == "$.prepared.invoke.function"
