@@ -45,7 +45,7 @@ refuses to synthesize a function whose access nobody decided.
   (``SKYLOOP_SECRETS_PREFIX``, ``skyloop.secrets``). The ``api`` creates the key secret of an
   agent on register and writes a new value when the key changes (CreateSecret, then
   PutSecretValue when it exists) and deletes it, without a recovery window, when the agent is
-  removed (DeleteSecret); ``call_model`` reads agents' model keys
+  removed (DeleteSecret); ``turn`` (its model calls) reads agents' model keys
   (``<prefix>/<agent id>/api_key``); ``run_tool`` reads the secrets MCP headers name, which must
   live under ``<stack>/tools/`` (beside the prefix, so neither step reads the other's secrets).
   Nobody else touches a secret.
@@ -86,11 +86,7 @@ TABLE_ACCESS: dict[str, TableAccess] = {
         indexes=(INDEX_BY_OWNER, INDEX_BY_AGENT_NAME),
     ),
     "stream": TableAccess(actions=("dynamodb:GetItem", "dynamodb:Query")),
-    "prepare_turn": _TURN_STEP,
-    "call_model": _TURN_STEP,
-    "await_client": _TURN_STEP,
-    "finish_turn": _TURN_STEP,
-    "fail_turn": _TURN_STEP,
+    "turn": _TURN_STEP,
     # a server tool call: reads the call and its agent, keeps an MCP listing (PutItem), records
     # the output (transaction) and announces the call (append); never deletes
     "run_tool": _TURN_STEP,
@@ -100,7 +96,7 @@ TABLE_ACCESS: dict[str, TableAccess] = {
 
 TURN_ACCESS: dict[str, tuple[TurnAction, ...]] = {
     "api": ("start", "stop", "resume"),
-    "await_client": ("resume",),
+    "turn": ("resume",),  # parking resumes (or wakes) its own turn when every call was answered
     "reconcile_turns": ("describe", "resume"),
 }
 
@@ -131,12 +127,8 @@ BLOB_ACCESS: dict[str, BlobAccess] = {
         list_prefixes=(SESSIONS_PREFIX, FILES_PREFIX),
     ),
     "stream": _READ,
-    "prepare_turn": _READ_WRITE,
-    "call_model": _READ_WRITE,
-    "await_client": _READ_WRITE,
+    "turn": _READ_WRITE,
     "run_tool": _READ_WRITE,
-    "finish_turn": _READ_WRITE,
-    "fail_turn": _READ_WRITE,
     "reconcile_turns": _READ,
 }
 
@@ -163,6 +155,6 @@ SECRET_ACCESS: dict[str, SecretAccess] = {
         ),
         names=(AGENT_KEY_SECRETS,),
     ),
-    "call_model": SecretAccess(actions=("secretsmanager:GetSecretValue",), names=(AGENT_KEY_SECRETS,)),
+    "turn": SecretAccess(actions=("secretsmanager:GetSecretValue",), names=(AGENT_KEY_SECRETS,)),
     "run_tool": SecretAccess(actions=("secretsmanager:GetSecretValue",), names=(TOOL_SECRETS,)),
 }

@@ -135,6 +135,22 @@ class Functions(Construct):
             self.by_name[spec.name] = fn
             self.log_groups[spec.name] = log_group
         self._grant_bedrock(config)
+        self._prewarm()
+
+    def _prewarm(self) -> None:
+        """``prewarm`` targets of the manifest: their names in ``SKYLOOP_PREWARM`` and the right to invoke
+        exactly them (skyloop.prewarm sends one asynchronous warm-up each as the function cold-starts)."""
+        for spec in FUNCTIONS:
+            if not spec.prewarm:
+                continue
+            fn = self.by_name[spec.name]
+            targets = [self.by_name[name] for name in spec.prewarm]
+            fn.add_environment("SKYLOOP_PREWARM", ",".join(t.function_name for t in targets))
+            fn.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["lambda:InvokeFunction"], resources=[t.function_arn for t in targets]
+                )
+            )
 
     def _grant_blobs(self, fn: lambda_.Function, name: str, bucket: s3.IBucket) -> None:
         """Exactly the object actions under the declared prefixes; listing only below its prefixes
@@ -187,10 +203,10 @@ class Functions(Construct):
         )
 
     def _grant_bedrock(self, config: StackConfig) -> None:
-        """``bedrockModelArns``: the model step may invoke exactly those models and profiles (none by default)."""
+        """``bedrockModelArns``: the turn function (its model calls) may invoke exactly those models and profiles (none by default)."""
         if not config.bedrock_model_arns:
             return
-        self.by_name["call_model"].add_to_role_policy(
+        self.by_name["turn"].add_to_role_policy(
             iam.PolicyStatement(
                 actions=["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"],
                 resources=list(config.bedrock_model_arns),

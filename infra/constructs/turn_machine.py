@@ -72,7 +72,8 @@ class TurnMachine(Construct):
         super().__init__(scope, construct_id)
         steps = [functions[f.name] for f in FUNCTIONS if f.asl_key]
         substitutions = asl_substitutions(
-            {f.name: functions[f.name].function_arn for f in FUNCTIONS if f.asl_key}
+            {f.name: functions[f.name].function_arn for f in FUNCTIONS if f.asl_key},
+            partition=cdk.Aws.PARTITION,
         )
         stack = cdk.Stack.of(self)
         self.log_group = new_log_group(

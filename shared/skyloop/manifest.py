@@ -25,6 +25,8 @@ class FunctionSpec(BaseModel):
     asl_key: str | None = None  # the ${...FunctionArn} placeholder in the ASL file
     streaming: bool = False  # served through the Lambda Web Adapter on a function URL
     scheduled: bool = False  # run on a schedule (EventBridge in the cloud, a thread locally), not by the ASL
+    # functions this one warms as its environment starts (skyloop.prewarm): what a turn needs next
+    prewarm: tuple[str, ...] = ()
 
     @property
     def code_dir(self) -> Path:
@@ -39,35 +41,28 @@ class FunctionSpec(BaseModel):
 
 
 FUNCTIONS: tuple[FunctionSpec, ...] = (
-    FunctionSpec(name="api", memory_mb=512, timeout_s=29, description="REST API (HTTP API payload v2)"),
+    FunctionSpec(
+        name="api",
+        memory_mb=512,
+        timeout_s=29,
+        prewarm=("turn",),
+        description="REST API (HTTP API payload v2)",
+    ),
     FunctionSpec(
         name="stream",
         handler="run.sh",
         memory_mb=256,
         timeout_s=900,
         streaming=True,
+        prewarm=("api", "turn"),  # a client opens the stream first, then posts
         description="SSE stream of a session's events (Lambda Web Adapter, RESPONSE_STREAM)",
     ),
     FunctionSpec(
-        name="prepare_turn",
-        memory_mb=256,
-        timeout_s=30,
-        asl_key="PrepareTurn",
-        description="Turn step: start",
-    ),
-    FunctionSpec(
-        name="call_model",
+        name="turn",
         memory_mb=512,
         timeout_s=900,
-        asl_key="CallModel",
-        description="Turn step: one streamed model call",
-    ),
-    FunctionSpec(
-        name="await_client",
-        memory_mb=256,
-        timeout_s=30,
-        asl_key="AwaitClient",
-        description="Turn step: park on client-side tool calls (waitForTaskToken)",
+        asl_key="Turn",
+        description="Turn steps: model calls, parking on client calls and approvals, finishing, failing",
     ),
     FunctionSpec(
         name="run_tool",
@@ -75,16 +70,6 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
         timeout_s=330,  # an MCP call may take its tool's timeout (at most 300 s) plus recording
         asl_key="RunTool",
         description="Turn step: prepare and record one server tool call (runs MCP calls itself)",
-    ),
-    FunctionSpec(
-        name="finish_turn",
-        memory_mb=256,
-        timeout_s=30,
-        asl_key="FinishTurn",
-        description="Turn step: complete",
-    ),
-    FunctionSpec(
-        name="fail_turn", memory_mb=256, timeout_s=30, asl_key="FailTurn", description="Turn step: fail"
     ),
     FunctionSpec(
         name="reconcile_turns",
@@ -106,13 +91,29 @@ def by_name(name: str) -> FunctionSpec:
     raise KeyError(name)
 
 
-def asl_substitutions(arn_of: dict[str, str]) -> dict[str, str]:
-    """``{"CallModelFunctionArn": arn, ...}`` for the ASL placeholders, from function name -> ARN."""
-    return {f"{f.asl_key}FunctionArn": arn_of[f.name] for f in FUNCTIONS if f.asl_key}
+# Task resources, by placeholder: each is a whole placeholder (cfn-lint then skips the value
+# instead of checking it against an ``arn:aws:`` pattern that knows no other partition).
+TASK_RESOURCES = {
+    "LambdaInvoke": "states:::lambda:invoke",
+    "LambdaInvokeWaitForTaskToken": "states:::lambda:invoke.waitForTaskToken",
+}
 
 
-def render_asl(arn_of: dict[str, str]) -> str:
+def asl_substitutions(arn_of: dict[str, str], *, partition: str = "aws") -> dict[str, str]:
+    """The ASL placeholders: ``{"TurnFunctionArn": arn, ..., "LambdaInvoke": "arn:aws:states:::..."}``.
+
+    Step Functions refuses an ``arn:aws:`` task resource in ``aws-cn`` or
+    ``aws-us-gov``, so the stack passes its own partition (``AWS::Partition``)
+    and the local stack ``aws``.
+    """
+    return {
+        **{f"{f.asl_key}FunctionArn": arn_of[f.name] for f in FUNCTIONS if f.asl_key},
+        **{key: f"arn:{partition}:{resource}" for key, resource in TASK_RESOURCES.items()},
+    }
+
+
+def render_asl(arn_of: dict[str, str], *, partition: str = "aws") -> str:
     text = ASL_PATH.read_text()
-    for key, value in asl_substitutions(arn_of).items():
+    for key, value in asl_substitutions(arn_of, partition=partition).items():
         text = text.replace("${" + key + "}", value)
     return text

@@ -342,7 +342,8 @@ class AslDriver:
     visited: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.asl = json.loads(manifest.ASL_PATH.read_text())
+        keep = {f.name: f"${{{f.asl_key}FunctionArn}}" for f in manifest.FUNCTIONS if f.asl_key}
+        self.asl = json.loads(manifest.render_asl(keep))  # task resources rendered, functions kept
         self.function_of = {f"${{{f.asl_key}FunctionArn}}": f.name for f in manifest.FUNCTIONS if f.asl_key}
 
     def run(self, doc: Any) -> Any:
@@ -514,9 +515,12 @@ def test_a_client_tool_turn_runs_through_the_built_handlers(artifacts: Artifacts
     assert [(c["name"], c["call_id"], json.loads(c["arguments"])) for c in calls] == [
         ("read_file", "call_read", {"path": "a.txt"})
     ]
-    # And the walk went prepare -> model -> park -> model -> finish, each step its own cold start
+    # And the walk went model -> park -> model (which ended the turn), each invocation a cold start
+    # of the one turn function
     steps = [i.function for i in artifacts.log if i.function != "api"]
-    assert steps == ["prepare_turn", "call_model", "await_client", "call_model", "finish_turn"], steps
+    assert steps == ["turn", "turn", "turn"], steps
+    tasks = [s for s in driver.visited if s in {"CallModel", "AwaitClient", "FinishTurn", "FailTurn"}]
+    assert tasks == ["CallModel", "AwaitClient", "CallModel"], driver.visited
     assert driver.visited[-1] == "Done", driver.visited
     assert final is not None
     # And the model saw the tool, then the client's output

@@ -51,12 +51,12 @@ def test_a_function_without_declared_access_stops_synth(
     from infra.constructs.functions import Functions
 
     # Given the manifest gains a function nobody gave table (or blob) access to
-    monkeypatch.delitem(getattr(permissions, decision), "call_model")
+    monkeypatch.delitem(getattr(permissions, decision), "turn")
     stack = cdk.Stack(cdk.App())
     table = dynamodb.Table.from_table_name(stack, "T", "t")
     bucket = s3.Bucket.from_bucket_name(stack, "B", "blobs")
     # Then building the functions fails and names it
-    with pytest.raises(ValueError, match="call_model"):
+    with pytest.raises(ValueError, match="turn"):
         Functions(stack, "Functions", table=table, bucket=bucket, config=StackConfig())
 
 
@@ -68,11 +68,11 @@ def test_secret_access_for_an_unknown_function_stops_synth(monkeypatch: pytest.M
     from infra.config import StackConfig
     from infra.constructs.functions import Functions
 
-    monkeypatch.setitem(permissions.SECRET_ACCESS, "call_modle", permissions.SECRET_ACCESS["call_model"])
+    monkeypatch.setitem(permissions.SECRET_ACCESS, "tunr", permissions.SECRET_ACCESS["turn"])
     stack = cdk.Stack(cdk.App())
     table = dynamodb.Table.from_table_name(stack, "T", "t")
     bucket = s3.Bucket.from_bucket_name(stack, "B", "blobs")
-    with pytest.raises(ValueError, match="call_modle"):
+    with pytest.raises(ValueError, match="tunr"):
         Functions(stack, "Functions", table=table, bucket=bucket, config=StackConfig())
 
 

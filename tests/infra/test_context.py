@@ -242,7 +242,7 @@ def test_bedrock_invoke_is_granted_to_the_model_step_on_exactly_the_listed_arns(
         bedrock = [
             s for s in _role_statements_of(prod_template, spec.name) if "bedrock:" in json.dumps(s["Action"])
         ]
-        if spec.name != "call_model":
+        if spec.name != "turn":
             assert bedrock == [], spec.name
             continue
         (statement,) = bedrock

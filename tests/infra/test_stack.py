@@ -203,7 +203,7 @@ EXPECTED_SECRET_ACCESS = {
         {"secretsmanager:CreateSecret", "secretsmanager:PutSecretValue", "secretsmanager:DeleteSecret"},
         AGENT_KEYS,
     ),
-    "call_model": ({"secretsmanager:GetSecretValue"}, AGENT_KEYS),
+    "turn": ({"secretsmanager:GetSecretValue"}, AGENT_KEYS),
     "run_tool": ({"secretsmanager:GetSecretValue"}, TOOL_SECRETS),
 }
 
@@ -478,7 +478,7 @@ def test_api_turn_grants_target_this_machine(template_json: Template) -> None:
     assert _machine_id(template_json) in stop
     # the parked step resumes its own turn through a policy of its own (no dependency cycle)
     resume = statements_with(
-        role_statements(template_json, _role_of(template_json, "await_client")), "states:SendTaskSuccess"
+        role_statements(template_json, _role_of(template_json, "turn")), "states:SendTaskSuccess"
     )
     assert resume[0]["Resource"] == machine
 
@@ -581,10 +581,16 @@ def test_state_machine_definition_is_the_shared_asl_file(template_json: Template
     assert set(subs) == set(manifest.asl_substitutions(arn_of))
     for f in STEP_FUNCTIONS:
         assert subs[f"{f.asl_key}FunctionArn"] == {"Fn::GetAtt": [function(template_json, f.name)[0], "Arn"]}
+    # And each task resource is the stack's own partition's (Step Functions refuses arn:aws: in aws-cn)
+    for key, resource in manifest.TASK_RESOURCES.items():
+        assert subs[key] == {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, f":{resource}"]]}
     # And substituting them gives the file the local stack runs, state for state
     deployed = props["DefinitionString"]
     for key, value in subs.items():
-        deployed = deployed.replace("${" + key + "}", f"<{value['Fn::GetAtt'][0]}.Arn>")
+        if key in manifest.TASK_RESOURCES:
+            deployed = deployed.replace("${" + key + "}", f"arn:aws:{manifest.TASK_RESOURCES[key]}")
+        else:
+            deployed = deployed.replace("${" + key + "}", f"<{value['Fn::GetAtt'][0]}.Arn>")
     deployed_asl = json.loads(deployed)
     local_asl = json.loads(manifest.render_asl(arn_of))
     assert deployed_asl["States"] == local_asl["States"]
@@ -638,7 +644,7 @@ def test_act_state_maps_server_tools_whose_function_comes_from_the_step(template
     for map_name, state in maps.items():
         invoke = state["ItemProcessor"]["States"][invokes[map_name]]
         # the tool's ARN is data (run_tool's prepare answers it), so IAM alone bounds what runs
-        assert invoke["Resource"] == "arn:aws:states:::lambda:invoke"
+        assert invoke["Resource"] == "${LambdaInvoke}"
         assert invoke["Parameters"]["FunctionName.$"] == "$.prepared.invoke.function"
 
 
@@ -874,3 +880,25 @@ def test_alarm_topic_is_optional(template_json: Template) -> None:
     assert len(alarms) >= len(manifest.FUNCTIONS), "the stack should define its alarms"
     assert all("AlarmActions" not in a for a in alarms)
     by_prefix(template_json, "AWS::CloudWatch::Dashboard", "MonitoringDashboard")
+
+
+# ---------------------------------------------------------------------------- pre-warm
+@pytest.mark.parametrize("spec", [f for f in manifest.FUNCTIONS if f.prewarm], ids=lambda f: f.name)
+def test_a_function_warms_exactly_its_manifest_targets(template_json: Template, spec: Any) -> None:
+    # Given a function whose manifest entry names functions a turn needs after it
+    _, fn = function(template_json, spec.name)
+    targets = [function(template_json, name)[0] for name in spec.prewarm]
+    # Then it knows their names (skyloop.prewarm reads SKYLOOP_PREWARM) ...
+    names = fn["Properties"]["Environment"]["Variables"]["SKYLOOP_PREWARM"]
+    joined: list[Any] = []
+    for t in targets:
+        joined += [",", {"Ref": t}] if joined else [{"Ref": t}]
+    assert names == ({"Ref": targets[0]} if len(targets) == 1 else {"Fn::Join": ["", joined]})
+    # ... and may invoke exactly them (no ":*" versions, no other function)
+    invoke = statements_with(
+        role_statements(template_json, _role_of(template_json, spec.name)), "lambda:InvokeFunction"
+    )
+    assert len(invoke) == 1
+    resources = invoke[0]["Resource"]
+    resources = resources if isinstance(resources, list) else [resources]
+    assert sorted(resources, key=str) == sorted(({"Fn::GetAtt": [t, "Arn"]} for t in targets), key=str)

@@ -23,7 +23,7 @@ def test_the_worker_socket_is_not_on_disk(monkeypatch: pytest.MonkeyPatch) -> No
     ):
         monkeypatch.setenv(name, value)  # the workers build (and warm) their clients at start
     before = _entries()
-    runtime = ProcessRuntime(["finish_turn"], max_environments=2)
+    runtime = ProcessRuntime(["turn"], max_environments=2)
     try:
         assert _entries() == before
     finally:
@@ -39,4 +39,4 @@ def test_a_fork_server_that_cannot_start_fails_fast(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     with pytest.raises(RuntimeError, match="exited with status"):
-        ProcessRuntime(["finish_turn"], max_environments=2)
+        ProcessRuntime(["turn"], max_environments=2)

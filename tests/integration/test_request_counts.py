@@ -114,11 +114,7 @@ def test_a_client_tool_turn_makes_these_requests(
     # When a message with a client tool is posted: the session and the agent are read, then one append
     assert api.post_message(session.id, "hi", tools=[READ_FILE]).status == 202
     assert requests.take() == {"GetItem": 2, "TransactWriteItems": 1}
-    (state,) = engine.started
-
-    # And the turn is prepared: the start's seq and the turn's facts travel in the state
-    state = steps.prepare_turn(store, state)
-    assert requests.take() == {"TransactWriteItems": 1}
+    (state,) = engine.started  # the start's seq and the turn's facts travel in the state (no prepare step)
 
     # And the first model call asks for the tool: session, turn, items, the attempt, the result
     state = steps.call_model(store, state, model_caller=_calls_read_file)
@@ -141,13 +137,10 @@ def test_a_client_tool_turn_makes_these_requests(
         on_delta("a.py.")
         return ModelResult(text="Found a.py.")
 
+    # and the end of the turn rides with the result too (no FinishTurn step)
     state = steps.call_model(store, state, model_caller=answers)
-    assert state.next == "finish_turn"
+    assert (state.next, state.finished) == ("stop", True)
     assert requests.take() == {"GetItem": 2, "Query": 2, "PutItem": 1, "TransactWriteItems": 2}
-
-    # And the turn finishes: the turn (its usage), one append
-    assert steps.finish_turn(store, state).next == "stop"
-    assert requests.take() == {"GetItem": 1, "TransactWriteItems": 1}
 
     # Then the log is the turn's, whole and in order
     assert [e.type for e in _events(aws, session.id)] == [
@@ -193,7 +186,6 @@ def test_writers_between_the_steps_and_the_appends_of_a_turn_cost_retries_not_se
 
     # When each step runs after another writer moved the seq its state expects
     _write_between(other, session.id, 1)
-    state = steps.prepare_turn(store, state)
     _write_between(other, session.id, 2)
     state = steps.call_model(store, state, model_caller=_calls_read_file)
     _write_between(other, session.id, 3)
@@ -220,6 +212,7 @@ def test_writers_between_the_steps_and_the_appends_of_a_turn_cost_retries_not_se
         time.sleep(model_step.DELTA_FLUSH_S + 0.01)
         on_delta("two ")  # flushed from a stale seq
         on_delta("three")  # written with the result
+        _write_between(other, session.id, 6)  # the result's (and the turn's end's) append is stale
         return ModelResult(text="one two three")
 
     store.list_calls = list_calls_then_write  # type: ignore[method-assign]
@@ -227,11 +220,7 @@ def test_writers_between_the_steps_and_the_appends_of_a_turn_cost_retries_not_se
         state = steps.call_model(store, state, model_caller=streams)
     finally:
         del store.list_calls
-    _write_between(other, session.id, 6)
-    requests.take()
-    assert steps.finish_turn(store, state).next == "stop"
-    # (the finish's stale seq: one failed transaction, one read, the retry)
-    assert requests.take() == {"GetItem": 2, "TransactWriteItems": 2}
+    assert (state.next, state.finished) == ("stop", True)
 
     # Then the log is gapless, each of our events and each other write is in it once, in order
     events = _events(aws, session.id)
@@ -275,7 +264,7 @@ def test_a_server_tool_is_prepared_and_recorded_without_reading_the_turn(
         aws.store, agent, sessions.Runners(deps.get_settings().default_runner_id)
     )
     store = aws.store
-    state = steps.prepare_turn(store, _started(aws, engine, session, []))
+    state = _started(aws, engine, session, [])
 
     def calls_shout(*_: Any, **__: Any) -> ModelResult:
         return ModelResult(
@@ -307,7 +296,7 @@ def test_a_message_joining_before_the_outputs_append_is_in_the_model_calls_cut_a
     other = _other_container(aws)
     agent = store.get_agent(session.agent_id)
     tool = ClientTool.model_validate({"name": "read_file", "description": "Read", "parameters": {}})
-    state = steps.prepare_turn(store, _started(aws, engine, session, [tool]))
+    state = _started(aws, engine, session, [tool])
     state = steps.call_model(store, state, model_caller=_calls_read_file)
     steps.await_client(store, engine, state, "token-1")
     lifecycle.answer(store, engine, session.id, "call_1", "a.py")
@@ -337,6 +326,6 @@ def test_a_message_joining_before_the_outputs_append_is_in_the_model_calls_cut_a
     # Then the model saw the message, the step counted it consumed, and the turn ends without
     # another model call for it
     assert seen == [["hi", "two"]]
-    assert steps.finish_turn(store, state).next == "stop"
+    assert (state.next, state.finished) == ("stop", True)
     _events(aws, session.id)
     assert store.get_session(session.id).status == "idle"

@@ -368,9 +368,12 @@ def test_model_error_fails_the_turn(aws: Stack, api: Api, mock_llm: MockLLM) -> 
 
 
 # ----------------------------------------------------------------------------- (5)
-def _invoke_step(name: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """Invoke a step's Lambda function (its real handler, through moto's Lambda)."""
-    r = deps.client("lambda").invoke(FunctionName=f"skyloop-{name}", Payload=json.dumps(payload).encode())
+def _invoke_step(step: str, state: dict[str, Any], task_token: str | None = None) -> dict[str, Any]:
+    """Invoke the turn function for one step (its real handler, through moto's Lambda), as the ASL does."""
+    payload: dict[str, Any] = {"step": step, "state": state}
+    if task_token is not None:
+        payload["task_token"] = task_token
+    r = deps.client("lambda").invoke(FunctionName="skyloop-turn", Payload=json.dumps(payload).encode())
     body = json.loads(r["Payload"].read())
     assert "FunctionError" not in r, body
     return body
@@ -406,8 +409,7 @@ def test_every_step_run_twice_writes_once(aws: Stack, mock_llm: MockLLM) -> None
         assert first == second
         return first
 
-    # When prepare runs twice (through its Lambda function)
-    state = TurnState.model_validate(twice(lambda: _invoke_step("prepare_turn", state.model_dump())))
+    # When the turn starts with its model call (the post announced it: no prepare step)
     assert state.next == "call_model"
 
     # And the first model call (text plus a client call) runs twice
@@ -424,20 +426,26 @@ def test_every_step_run_twice_writes_once(aws: Stack, mock_llm: MockLLM) -> None
     assert (state.next, state.iteration) == ("await_client", 1)
 
     # And the parking step runs twice (through its Lambda function, with a fake token)
-    twice(lambda: _invoke_step("await_client", {"state": state.model_dump(), "task_token": "token-1"}))
+    twice(lambda: _invoke_step("await_client", state.model_dump(), "token-1"))
 
     # And the client's output arrives twice (resuming through a recording Step Functions)
     twice(lambda: lifecycle.answer(aws.store, engine, session.id, "call_1", "contents"))
     assert engine.resumed == [("token-1", {"resumed_iteration": 0})]
     assert lifecycle.resume(aws.store, engine, session.id, state.response_id, 0) is False
 
-    # And the second model call (records the outputs, then text) runs twice through its Lambda
-    state = TurnState.model_validate(twice(lambda: _invoke_step("call_model", state.model_dump())))
-    assert state.next == "finish_turn"
+    # And the second model call (records the outputs, then text, ending the turn in the same
+    # write) runs twice through its Lambda: the rerun finds the turn ended and stops, writing nothing
+    ended = TurnState.model_validate(_invoke_step("call_model", state.model_dump()))
+    assert (ended.next, ended.finished) == ("stop", True)
+    before = _log(aws, session.id)
+    assert TurnState.model_validate(_invoke_step("call_model", state.model_dump())).next == "stop"
+    assert _log(aws, session.id) == before
 
-    # And finish runs twice
-    state = TurnState.model_validate(twice(lambda: _invoke_step("finish_turn", state.model_dump())))
-    assert state.next == "stop"
+    # And a FinishTurn that still ran (twice) would write nothing either
+    assert (
+        TurnState.model_validate(twice(lambda: _invoke_step("finish_turn", ended.model_dump()))).next
+        == "stop"
+    )
 
     # Then the log holds every event exactly once, in order
     events = aws.events(session.id)

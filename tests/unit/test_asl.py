@@ -40,7 +40,7 @@ def test_the_turns_own_errors_and_deadlines_are_never_retried(name: str) -> None
 
 def test_a_timed_out_model_call_is_not_run_again_but_short_steps_are() -> None:
     assert _retried(TASKS["CallModel"], "Lambda.Unknown") is None
-    for name in ("PrepareTurn", "AwaitClient", "FinishTurn", "FailTurn"):
+    for name in ("AwaitClient", "FinishTurn", "FailTurn"):
         assert _retried(TASKS[name], "Lambda.Unknown") is not None, name
 
 
@@ -52,3 +52,48 @@ def test_every_failure_is_caught_and_failturn_itself_ends_the_execution() -> Non
     assert ASL["States"]["FailTurnFailed"]["Type"] == "Fail"
     for name in set(TASKS) - {"FailTurn"}:
         assert TASKS[name]["Catch"][0]["Next"] == "FailTurn", name
+
+
+def _all_tasks(states: dict[str, Any]) -> dict[str, Any]:
+    """Every Task of the machine, Map and Parallel bodies included."""
+    out: dict[str, Any] = {}
+    for name, state in states.items():
+        if state["Type"] == "Task":
+            out[name] = state
+        for branch in state.get("Branches", []):
+            out |= _all_tasks(branch["States"])
+        if "ItemProcessor" in state:
+            out |= _all_tasks(state["ItemProcessor"]["States"])
+    return out
+
+
+ALL_TASKS = _all_tasks(ASL["States"])
+
+
+@pytest.mark.parametrize("name", sorted(ALL_TASKS))
+def test_every_task_retries_what_aws_recommends_for_lambda(name: str) -> None:
+    # AWS's recommended Retry for Lambda tasks names these four service errors
+    rule = _retried(ALL_TASKS[name], "Lambda.ServiceException")
+    assert rule is not None, name
+    for error in (
+        "Lambda.ClientExecutionTimeoutException",
+        "Lambda.AWSLambdaException",
+        "Lambda.SdkClientException",
+    ):
+        assert error in rule["ErrorEquals"], (name, error)
+
+
+@pytest.mark.parametrize("name", sorted(ALL_TASKS))
+def test_every_task_resource_follows_the_stacks_partition(name: str) -> None:
+    # arn:aws: is refused in aws-cn and aws-us-gov: the stack substitutes its own partition
+    assert ALL_TASKS[name]["Resource"] in {"${LambdaInvoke}", "${LambdaInvokeWaitForTaskToken}"}, name
+
+
+def test_a_turn_starts_with_its_model_call_and_a_text_turn_needs_no_other_step() -> None:
+    # The API's start append announces the turn: no prepare step before the model call
+    assert ASL["StartAt"] == "CallModel"
+    assert "PrepareTurn" not in ASL["States"]
+    # A model call that ended the turn says "stop", which the router sends to Done
+    route = ASL["States"]["Route"]
+    assert "stop" not in {c["StringEquals"] for c in route["Choices"]}
+    assert ASL["States"][route["Default"]]["Type"] == "Succeed"

@@ -62,7 +62,19 @@ def test_asl_placeholders_match_the_substitutions() -> None:
     provided = set(manifest.asl_substitutions(_fake_arns()))
     # Then every placeholder is provided, and every substitution is used
     assert used == provided
-    assert all(key.endswith("FunctionArn") for key in provided)
+    assert all(key.endswith("FunctionArn") for key in provided - set(manifest.TASK_RESOURCES))
+
+
+def test_render_asl_puts_the_partition_in_every_task_resource() -> None:
+    definition = json.loads(manifest.render_asl(_fake_arns(), partition="aws-cn"))
+    resources = [
+        state["Resource"]
+        for machine in _machines(definition)
+        for state in machine["States"].values()
+        if state["Type"] == "Task"
+    ]
+    assert resources
+    assert all(r.startswith("arn:aws-cn:states:::") for r in resources), resources
 
 
 def test_streaming_and_scheduled_functions_are_not_steps() -> None:

@@ -79,9 +79,9 @@ class World:
         return lifecycle.start_or_join(self.store, self.engine, self.agent, self.sid, message, tools, **kw)
 
     def start(self, words: str = "hi", tools: list[ClientTool] | None = None) -> TurnState:
+        """Post a message that starts a turn; its execution's input (the turn has no prepare step)."""
         self.post(words, tools)
-        state = self.engine.started[-1]
-        return steps.prepare_turn(self.store, state)
+        return self.engine.started[-1]
 
     def events(self) -> list[StoredEvent]:
         return self.store.read_event_page(self.sid, 0, limit=10_000)[0]
@@ -146,10 +146,34 @@ def test_a_text_turn_streams_then_completes_and_goes_idle() -> None:
     assert [i.type for i in world.store.list_items(world.sid)] == ["message", "message"]
 
 
+def test_the_post_that_starts_a_turn_announces_it_and_the_answer_ends_it_in_one_write() -> None:
+    # Given a store that counts its appends
+    world = World()
+    appends: list[list[str]] = []
+    append = world.store.append
+
+    def counting(batch: Any) -> Any:
+        appends.append([kind for kind, _ in batch.events])
+        return append(batch)
+
+    world.store.append = counting  # type: ignore[method-assign]
+    # When a message starts a turn, the post's own append announces it: no prepare step
+    state = world.start("hi")
+    assert appends == [[ev.SESSION_STATUS, ev.SESSION_INPUT_CONSUMED, ev.RESPONSE_IN_PROGRESS]]
+    assert (state.next, state.iteration) == ("call_model", 0)
+    # And a text answer is recorded and completes the turn in the model step's one write
+    ended = steps.call_model(world.store, state, Model(text("Hello")))
+    assert (ended.next, ended.finished) == ("stop", True)
+    assert appends[1:] == [
+        [ev.RESPONSE_TEXT_DELTA, ev.RESPONSE_ITEM_DONE, ev.RESPONSE_COMPLETED, ev.SESSION_STATUS]
+    ]
+    assert world.store.get_session(world.sid).status == "idle"
+
+
 def test_every_step_run_twice_writes_once() -> None:
     world = World()
     world.post("hi", [READ])
-    state = twice(world, lambda: steps.prepare_turn(world.store, world.engine.started[0]))
+    state = world.engine.started[0]
     model = Model(
         ModelResult(text="Let me look.", calls=[FunctionCall(call_id="c1", name="read_file")]), text("Done")
     )
@@ -158,9 +182,13 @@ def test_every_step_run_twice_writes_once() -> None:
     twice(world, lambda: steps.await_client(world.store, world.engine, state, "token-1"))
     twice(world, lambda: lifecycle.answer(world.store, world.engine, world.sid, "c1", "contents"))
     assert world.engine.resumed == [("token-1", {"resumed_iteration": 0})]
-    state = twice(world, lambda: steps.call_model(world.store, state, model))
-    assert state.next == "finish_turn"
-    assert twice(world, lambda: steps.finish_turn(world.store, state)).next == "stop"
+    # The last model call ends the turn in its own write; run again, it writes nothing and stops too
+    ended = steps.call_model(world.store, state, model)
+    assert (ended.next, ended.finished) == ("stop", True)
+    before = world.observable()
+    assert steps.call_model(world.store, state, model).next == "stop"
+    assert world.observable() == before
+    assert twice(world, lambda: steps.finish_turn(world.store, ended)).next == "stop"
     assert len(model.calls) == 2  # a repeated model step returned its recorded decision
     items = world.store.list_items(world.sid)
     assert [i.type for i in items] == [
@@ -249,11 +277,26 @@ def test_an_output_for_a_turn_whose_execution_is_gone_is_409() -> None:
 
 
 # --------------------------------------------------------------------- steering, continuing
+class PostingModel(Model):
+    """A model during whose call the user posts another message (after the conversation was read)."""
+
+    def __init__(self, world: World, words: str, *results: ModelResult) -> None:
+        super().__init__(*results)
+        self.world, self.words = world, words
+
+    def __call__(self, spec: Any, items: list[Any], tools: Any, on_delta: Any, **kw: Any) -> ModelResult:
+        self.world.post(self.words)
+        return super().__call__(spec, items, tools, on_delta, **kw)
+
+
 def test_a_message_during_a_turn_joins_it_and_finish_continues_instead_of_ending() -> None:
     world = World()
-    state = steps.call_model(world.store, world.start("first"), Model(text("answer one")))
-    world.post("and also this")  # arrives after the model read the conversation
+    model_one = PostingModel(world, "and also this", text("answer one"))
+    state = steps.call_model(world.store, world.start("first"), model_one)
     assert len(world.engine.started) == 1  # joined, no second turn
+    # The model step could not end the turn (input it did not see arrived): FinishTurn decides
+    assert (state.next, state.finished) == ("finish_turn", False)
+    assert ev.RESPONSE_COMPLETED not in world.types()
     state = steps.finish_turn(world.store, state)
     assert (state.next, state.iteration) == ("call_model", 1)
     assert ev.RESPONSE_COMPLETED not in world.types()
@@ -308,7 +351,7 @@ def test_usage_sums_over_a_turns_model_calls_and_the_sessions_turns() -> None:
     steps.await_client(world.store, world.engine, state, "token-1")
     lifecycle.answer(world.store, world.engine, world.sid, "call_read_file", "ok")
     state = steps.call_model(world.store, state, model, report_usage=report)
-    steps.finish_turn(world.store, state)
+    assert state.finished
     assert reported == [("unit", 100, 7), ("unit", 150, 30)]  # the rerun reported nothing again
     assert _terminal_usage(world, ev.RESPONSE_COMPLETED) == {
         "input_tokens": 250,

@@ -16,6 +16,7 @@ local stack, reads only when an append wakes it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from typing import TYPE_CHECKING, Any
@@ -139,8 +140,18 @@ def create_app() -> Starlette:
         routes=[
             Route("/healthz", healthz),
             Route("/v1/sessions/{session_id}/stream", stream_session),
-        ]
+        ],
+        lifespan=_lifespan,
     )
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(_: Starlette) -> AsyncIterator[None]:
+    """The function's cold start: warm the API and turn functions the client will reach next."""
+    from skyloop import prewarm
+
+    prewarm.start()
+    yield
 
 
 app = create_app()

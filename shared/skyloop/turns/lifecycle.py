@@ -96,7 +96,7 @@ class SeqChain:
         return result
 
 
-def _end_turn(
+def end_turn(
     batch: Append,
     session_id: str,
     response_id: str,
@@ -199,8 +199,19 @@ def start_or_join(
             batch.change = SessionChange(mark_input=True)
         else:
             response_id = _response_id_for(session_id, idempotency_key)
+            created_at = int(time.time())
             batch.event(ev.SESSION_STATUS, ev.session_status(session_id, "running", response_id=response_id))
             idx = batch.event(ev.SESSION_INPUT_CONSUMED, ev.input_consumed(item_id, message))
+            # The turn is announced in the append that starts it: no step of its own (one Lambda
+            # invocation and two state transitions fewer before the model is called).
+            batch.event(
+                ev.RESPONSE_IN_PROGRESS,
+                ev.response_event(
+                    ev.response_object(
+                        response_id, status="in_progress", model=agent.name, created_at=created_at
+                    )
+                ),
+            )
             batch.guard = Guard(running=False)
             batch.change = SessionChange(
                 status="running", active_turn=response_id, clear_task_error=True, mark_input=True
@@ -209,7 +220,7 @@ def start_or_join(
                 session_id=session_id,
                 response_id=response_id,
                 agent_id=agent.id,
-                created_at=int(time.time()),
+                created_at=created_at,
                 tools=tools or [],
                 model_override=model_override,
             )
@@ -301,7 +312,7 @@ def fail(
 ) -> None:
     """End the turn as failed (once: the write is keyed by the turn; a turn that ended already is left)."""
     batch = Append(session_id, dedupe_key=f"{response_id}:fail", guard=Guard(active_turn=response_id))
-    _end_turn(
+    end_turn(
         batch,
         session_id,
         response_id,
@@ -326,7 +337,7 @@ def finish_or_continue(
         after_seq=state.last_seq,  # as the model step left it; a message since fails it, then re-read
         guard=Guard(active_turn=state.response_id, input_seen_through=state.consumed_seq),
     )
-    _end_turn(
+    end_turn(
         batch,
         state.session_id,
         state.response_id,
@@ -627,7 +638,7 @@ def cancel(store: Store, engine: TurnEngine, session_id: str) -> dict[str, Any]:
                 id=marker_id, type="message", data=marker, response_id=new_turn_group_id(), event_index=idx
             )
         )
-        _end_turn(
+        end_turn(
             batch,
             session_id,
             response_id,

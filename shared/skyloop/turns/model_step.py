@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from skyloop import events as ev
-from skyloop.errors import ModelCallError
+from skyloop.errors import ModelCallError, NotFoundError
 from skyloop.harnesses.base import FunctionCall, Usage
 from skyloop.ids import derived_id
-from skyloop.models.session import PendingCall
-from skyloop.store import NewItem, TurnDecision
+from skyloop.models.session import PendingCall, token_usage
+from skyloop.store import ConditionFailedError, Guard, NewItem, TurnDecision
 from skyloop.turns import lifecycle
 from skyloop.turns.state import TurnError
 
@@ -132,18 +133,63 @@ def run(
         input_tokens=tokens.input_tokens,
         output_tokens=tokens.output_tokens,
     )
-    chain.append(store, batch)
+    finished = nxt == "finish_turn" and finish_with_result(store, batch, chain, agent, turn, tokens, consumed)
+    if not finished:
+        chain.append(store, batch)
     if report_usage is not None:
         report_usage(agent.name, tokens)
     return state.model_copy(
         update={
-            "next": nxt,
+            "next": "stop" if finished else nxt,
+            "finished": finished,
             "iteration": iteration,
             "consumed_seq": consumed,
             "last_seq": chain.seq,
             **route,
         }
     )
+
+
+def finish_with_result(
+    store: Store,
+    batch: Append,
+    chain: lifecycle.SeqChain,
+    agent: Agent,
+    turn: Turn,
+    tokens: Usage,
+    consumed: int,
+) -> bool:
+    """End the turn in the same append as its last model call's result; False if that cannot be.
+
+    A text answer used to take one more Lambda invocation and two state
+    transitions (the ``FinishTurn`` state) to append ``response.completed``.
+    Here the result's events, the decision and the end of the turn are one
+    write, guarded as ``FinishTurn``'s is: on the turn being active and on no
+    user input newer than what the model saw. If input arrived meanwhile (or
+    the turn stopped), nothing was written: the caller appends the result
+    alone and ``FinishTurn`` continues the turn (or stops) as before.
+    """
+    finishing = replace(
+        batch,
+        events=list(batch.events),
+        guard=Guard(active_turn=turn.response_id, input_seen_through=consumed),
+    )
+    lifecycle.end_turn(
+        finishing,
+        turn.session_id,
+        turn.response_id,
+        status="completed",
+        model=agent.name,
+        created_at=turn.created_at,
+        usage=token_usage(turn.input_tokens + tokens.input_tokens, turn.output_tokens + tokens.output_tokens),
+    )
+    finishing.after_seq = chain.seq
+    try:
+        result = store.append(finishing)
+    except (ConditionFailedError, NotFoundError):
+        return False
+    chain.seq = None if result.duplicate else result.last_seq
+    return True
 
 
 def _check_endpoint(spec: AgentSpec) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from skyloop.store.records import NextStep  # noqa: TC001  (pydantic needs it at runtime)
 
@@ -26,6 +26,7 @@ class TurnState(BaseModel):
     client_tool_timeout_s: int = 3600
     max_iterations: int = 50
     error: dict[str, Any] | None = None  # set by the state machine's Catch
+    finished: bool = False  # the model step completed the turn itself (no FinishTurn state)
     # what the ``Act`` state does with the last model call's calls (see model_step.next_step)
     run_calls: list[str] = Field(default_factory=list)  # server calls to run now
     approval_calls: list[str] = Field(default_factory=list)  # server calls that run once approved
@@ -49,11 +50,21 @@ class TurnError(Exception):
         self.message = message
 
 
-class StepInput(BaseModel):
-    """The payload of the waitForTaskToken step: the state plus the token."""
+TurnStep = Literal["call_model", "await_client", "finish_turn", "fail_turn"]
 
+
+class TurnStepInput(BaseModel):
+    """The turn function's payload: which state invoked it, the turn's state, and (parking) the task token."""
+
+    step: TurnStep
     state: TurnState
-    task_token: str = Field(min_length=1)
+    task_token: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _token_to_park(self) -> TurnStepInput:
+        if self.step == "await_client" and self.task_token is None:
+            raise ValueError("await_client needs the task token ($$.Task.Token)")
+        return self
 
 
 class ToolStepInput(BaseModel):

@@ -1,14 +1,19 @@
-"""The turn machine's tasks, one per state, named alike end to end.
+"""The turn machine's tasks, one per state, named alike end to end (the ``turn`` function runs them all).
 
 =============  ==================  ===========================  ===================
-ASL state      manifest/function   this module                  ``next`` that routes
+ASL state      ``Payload.step``    this module                  ``next`` that routes
 =============  ==================  ===========================  ===================
-PrepareTurn    prepare_turn        :func:`prepare_turn`         (start)
-CallModel      call_model          :func:`call_model`           ``call_model``
-AwaitClient    await_client        :func:`await_client`         ``await_client``
-FinishTurn     finish_turn         :func:`finish_turn`          ``finish_turn``
-FailTurn       fail_turn           :func:`fail_turn`            (Catch)
+CallModel      ``call_model``      :func:`call_model`           ``call_model`` (start)
+AwaitClient    ``await_client``    :func:`await_client`         ``await_client``
+FinishTurn     ``finish_turn``     :func:`finish_turn`          ``finish_turn``
+FailTurn       ``fail_turn``       :func:`fail_turn`            (Catch)
 =============  ==================  ===========================  ===================
+
+A turn has no prepare step: the API's append that starts it announces it
+(``response.in_progress``), and the execution begins with the model call. A
+model call whose answer ends the turn completes it in the same write
+(:func:`skyloop.turns.model_step.finish_with_result`); ``FinishTurn`` runs
+only when input arrived meanwhile.
 
 Each task reads the turn's state, does its part through
 :mod:`skyloop.turns.lifecycle` (transitions) or :mod:`skyloop.turns.model_step`
@@ -24,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 
-from skyloop import events as ev
 from skyloop.errors import NotFoundError
 from skyloop.turns import lifecycle, model_step
 from skyloop.turns.lifecycle import TurnInactiveError
@@ -83,28 +87,6 @@ def _stops_when_inactive(step: Callable[..., TurnState]) -> Callable[..., TurnSt
             return state.model_copy(update={"next": "stop"})
 
     return run
-
-
-@_stops_when_inactive
-def prepare_turn(store: Store, state: TurnState) -> TurnState:
-    """Announce the turn. Nothing is read first when the state carries the turn's facts: the append is
-    guarded on the turn being active (an inactive one stops) and expects the seq the start left."""
-    if state.agent_id is not None and state.created_at is not None:
-        agent, created_at = _AGENTS.get(store, state.agent_id), state.created_at
-    else:
-        turn = store.get_turn(state.session_id, state.response_id)
-        agent, created_at = agent_of(store, turn), turn.created_at
-    batch = lifecycle.turn_append(state, f"{state.response_id}:prepare", after_seq=state.last_seq)
-    batch.event(
-        ev.RESPONSE_IN_PROGRESS,
-        ev.response_event(
-            ev.response_object(
-                state.response_id, status="in_progress", model=agent.name, created_at=created_at
-            )
-        ),
-    )
-    lifecycle.append_active(store, batch)
-    return state.model_copy(update={"next": "call_model", "iteration": 0})
 
 
 STEP_MARGIN_S = 30.0  # what the model step keeps after the model call: recording its result

@@ -368,11 +368,14 @@ class EventLog(TableBase):
     def read_event_page(
         self, session_id: str, after: int, *, limit: int = 500
     ) -> tuple[list[StoredEvent], int, bool]:
-        """One page: the retained events with seq > ``after``, the last seq it covered, whether it was full.
+        """One page: the retained events with seq > ``after``, the last seq it covered, whether more may follow.
 
         Expired events (past their TTL but not yet deleted: moto never deletes,
         DynamoDB lags) are skipped, yet still move the cursor, so a reader
-        never re-reads them forever.
+        never re-reads them forever. A page is also cut short when its items
+        reach DynamoDB's 1 MB per Query, well before ``limit``: the
+        ``LastEvaluatedKey`` says so, and the reader then reads on at once
+        instead of waiting a poll interval as if it had caught up.
         """
         r = self.client.query(
             TableName=self.table,
@@ -399,7 +402,7 @@ class EventLog(TableBase):
                     seq=covered, type=attrs["type"], data=codec.loads(self._text_in(attrs, "data"), {})
                 )
             )
-        return out, covered, len(raw_items) >= limit
+        return out, covered, len(raw_items) >= limit or "LastEvaluatedKey" in r
 
     def list_items(self, session_id: str, *, through_seq: int | None = None) -> list[ConversationItem]:
         """All items of a session in order, optionally only those published by seq <= ``through_seq``."""
