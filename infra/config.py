@@ -55,6 +55,7 @@ _BEDROCK_ARN = re.compile(
 _LAMBDA_ARN = re.compile(
     r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:[0-9]{12}:function:[A-Za-z0-9_-]{1,64}(:[A-Za-z0-9$_-]+)?$"
 )
+_LAYER_ARN = re.compile(r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:[0-9]{12}:layer:[A-Za-z0-9_-]{1,140}:[0-9]+$")
 _ISSUER = re.compile(r"^https://[^\s/]+(/[^\s]*)?$")
 
 
@@ -92,7 +93,7 @@ class StackConfig:
     """``prod``: keep data on delete (RETAIN + deletion protection); dev stacks tear down cleanly.
 
     ``lwa_layer_version``: the Lambda Web Adapter layer version (its releases page lists one per
-    region and architecture). ``alarm_topic_arn``: optional SNS topic the alarms notify.
+    region and architecture); ``lwa_layer_arn``: a layer to use instead, where AWS publishes none. ``alarm_topic_arn``: optional SNS topic the alarms notify.
     ``powertools_tracer``: also run Powertools' Tracer (boto3 subsegments) on top of Lambda's
     active X-Ray tracing; off by default because it adds about half a second of cold start.
     ``cors_origins``: browser origins allowed to call the API and the stream (CORS on the HTTP
@@ -108,6 +109,7 @@ class StackConfig:
 
     prod: bool = False
     lwa_layer_version: int = C.LWA_DEFAULT_LAYER_VERSION
+    lwa_layer_arn: str | None = None
     alarm_topic_arn: str | None = None
     powertools_tracer: bool = False
     cors_origins: tuple[str, ...] = ()
@@ -133,6 +135,11 @@ class StackConfig:
             raise ValueError(f"{C.CTX_JWT_ISSUER}: an https:// URL, got {self.jwt_issuer}")
         if self.jwt_jwks_url and not self.jwt_issuer:
             raise ValueError(f"{C.CTX_JWT_JWKS_URL} needs {C.CTX_JWT_ISSUER}")
+        if self.lwa_layer_arn and not _LAYER_ARN.match(self.lwa_layer_arn):
+            raise ValueError(
+                f"{C.CTX_LWA_LAYER_ARN}: a Lambda layer version ARN "
+                f"(arn:<partition>:lambda:<region>:<account>:layer:<name>:<version>), got {self.lwa_layer_arn}"
+            )
         if self.jwt_authorizer_on_api and not (self.cognito or self.jwt_issuer):
             raise ValueError(f"{C.CTX_JWT_AUTHORIZER_ON_API} needs {C.CTX_COGNITO} or {C.CTX_JWT_ISSUER}")
 
@@ -146,6 +153,7 @@ class StackConfig:
         return cls(
             prod=_truthy(node.try_get_context(C.CTX_PROD) or False),
             lwa_layer_version=int(version) if version is not None else C.LWA_DEFAULT_LAYER_VERSION,
+            lwa_layer_arn=node.try_get_context(C.CTX_LWA_LAYER_ARN) or None,
             alarm_topic_arn=node.try_get_context(C.CTX_ALARM_TOPIC_ARN) or None,
             powertools_tracer=_truthy(node.try_get_context(C.CTX_POWERTOOLS_TRACER) or False),
             cors_origins=parse_origins(node.try_get_context(C.CTX_CORS_ORIGINS)),

@@ -42,6 +42,54 @@ CTX_OUTBOUND_ALLOW = "outboundAllow"  # hosts / CIDRs outbound URLs may reach ev
 
 # ---------------------------------------------------------------- Lambda Web Adapter
 LWA_LAYER_ACCOUNT = "753240598075"  # AWS's publishing account for the Lambda Web Adapter layers
+# Where the arm64 layer is published, and by which account: the adapter's release pipeline
+# (awslabs/aws-lambda-web-adapter, .github/workflows/prod.json and cn-prod.json, "arm64_supported",
+# as of 5187096, 2026-02-10). No GovCloud region: there, or in a region added since, copy the layer
+# into your account and pass -c lwaLayerArn=<its ARN> (docs/deploy.md).
+LWA_LAYER_ACCOUNTS: dict[str, str] = {
+    **{
+        region: LWA_LAYER_ACCOUNT
+        for region in (
+            "af-south-1",
+            "ap-east-1",
+            "ap-east-2",
+            "ap-northeast-1",
+            "ap-northeast-2",
+            "ap-northeast-3",
+            "ap-south-1",
+            "ap-south-2",
+            "ap-southeast-1",
+            "ap-southeast-2",
+            "ap-southeast-3",
+            "ap-southeast-4",
+            "ap-southeast-5",
+            "ap-southeast-6",
+            "ap-southeast-7",
+            "ca-central-1",
+            "ca-west-1",
+            "eu-central-1",
+            "eu-central-2",
+            "eu-north-1",
+            "eu-south-1",
+            "eu-south-2",
+            "eu-west-1",
+            "eu-west-2",
+            "eu-west-3",
+            "il-central-1",
+            "me-central-1",
+            "me-south-1",
+            "mx-central-1",
+            "sa-east-1",
+            "us-east-1",
+            "us-east-2",
+            "us-west-1",
+            "us-west-2",
+        )
+    },
+    "cn-north-1": "041581134020",
+    "cn-northwest-1": "069767869989",
+}
+CTX_LWA_LAYER_ARN = "lwaLayerArn"  # the adapter layer to use instead (a region without a published one)
 LWA_LAYER_NAME_ARM64 = "LambdaAdapterLayerArm64"
 LWA_DEFAULT_LAYER_VERSION = 25
 LWA_PORT = 8080  # run.sh binds uvicorn to $AWS_LWA_PORT

@@ -14,12 +14,59 @@ if TYPE_CHECKING:
     from infra.config import StackConfig
 
 
-def lwa_layer_arn(stack: cdk.Stack, version: int) -> str:
-    """The Lambda Web Adapter layer for arm64 in the stack's region (published by AWS)."""
-    return (
-        f"arn:{stack.partition}:lambda:{stack.region}:{C.LWA_LAYER_ACCOUNT}:"
-        f"layer:{C.LWA_LAYER_NAME_ARM64}:{version}"
+def partition_of(region: str) -> str:
+    if region.startswith("cn-"):
+        return "aws-cn"
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    return "aws"
+
+
+class UnknownAdapterRegionError(ValueError):
+    """The stack's region has no published Lambda Web Adapter layer (and no lwaLayerArn was given)."""
+
+
+def lwa_layer_arn(scope: Construct, version: int, override: str | None = None) -> str:
+    """The Lambda Web Adapter layer for arm64 in the stack's region, from the account that publishes it there.
+
+    A stack whose region is known at synth gets its ARN, or synth stops with
+    what to do when AWS publishes no layer there (GovCloud, a region newer
+    than ``C.LWA_LAYER_ACCOUNTS``). A region-agnostic stack looks the account
+    up in a mapping and carries a CloudFormation rule, so deploying it to
+    such a region fails at once with the same advice instead of at the
+    function's creation. ``override`` (``-c lwaLayerArn``) is used as given.
+    """
+    if override:
+        return override
+    stack = cdk.Stack.of(scope)
+    name = f"{C.LWA_LAYER_NAME_ARM64}:{version}"
+    advice = (
+        "the Lambda Web Adapter layer (the stream function's) is not published in {region}; copy "
+        "LambdaAdapterLayerArm64 into your account there and pass -c lwaLayerArn=<its version ARN> "
+        "(docs/deploy.md, 'Regions')"
     )
+    if not cdk.Token.is_unresolved(stack.region):
+        account = C.LWA_LAYER_ACCOUNTS.get(stack.region)
+        if account is None:
+            raise UnknownAdapterRegionError(advice.format(region=stack.region))
+        return f"arn:{partition_of(stack.region)}:lambda:{stack.region}:{account}:layer:{name}"
+    mapping = cdk.CfnMapping(
+        scope,
+        "WebAdapterAccounts",
+        mapping={region: {"account": account} for region, account in C.LWA_LAYER_ACCOUNTS.items()},
+    )
+    cdk.CfnRule(
+        scope,
+        "WebAdapterRegion",
+        assertions=[
+            cdk.CfnRuleAssertion(
+                assert_=cdk.Fn.condition_contains(sorted(C.LWA_LAYER_ACCOUNTS), cdk.Aws.REGION),
+                assert_description=advice.format(region="this region"),
+            )
+        ],
+    )
+    account = mapping.find_in_map(cdk.Aws.REGION, "account")
+    return f"arn:{cdk.Aws.PARTITION}:lambda:{cdk.Aws.REGION}:{account}:layer:{name}"
 
 
 def _cors(config: StackConfig) -> lambda_.FunctionUrlCorsOptions | None:
@@ -51,7 +98,7 @@ class Stream(Construct):
         super().__init__(scope, construct_id)
         self.function = function
         self.adapter = lambda_.LayerVersion.from_layer_version_arn(
-            self, "WebAdapter", lwa_layer_arn(cdk.Stack.of(self), config.lwa_layer_version)
+            self, "WebAdapter", lwa_layer_arn(self, config.lwa_layer_version, config.lwa_layer_arn)
         )
         function.add_layers(self.adapter)
         for key, value in {

@@ -49,6 +49,9 @@ class Settings(BaseModel):
     # private, comma-separated; the local stack sets allow_loopback.
     outbound_allow: str = Field(default="", alias="SKYLOOP_OUTBOUND_ALLOW")
     outbound_allow_loopback: bool = Field(default=False, alias="SKYLOOP_OUTBOUND_ALLOW_LOOPBACK")
+    # Functions to warm as this one cold-starts (comma-separated names; read by skyloop.prewarm itself,
+    # before anything else is imported, and listed here so every SKYLOOP_ variable has one home).
+    prewarm: str = Field(default="", alias="SKYLOOP_PREWARM")
 
     @classmethod
     def from_env(cls) -> Settings:

@@ -93,12 +93,66 @@ def test_prod_keeps_logs(prod_template: dict[str, Any]) -> None:
 def test_lwa_layer_version_and_region_come_from_context(prod_template: dict[str, Any]) -> None:
     spec = next(f for f in manifest.FUNCTIONS if f.streaming)
     layers = function(prod_template, spec.name)[1]["Properties"]["Layers"]
-    joined = [
-        "".join("aws" if p == {"Ref": "AWS::Partition"} else p for p in layer["Fn::Join"][1])
-        for layer in layers
-        if "Fn::Join" in layer
-    ]
-    assert joined == [f"arn:aws:lambda:eu-west-1:{C.LWA_LAYER_ACCOUNT}:layer:LambdaAdapterLayerArm64:27"]
+    literal = [layer for layer in layers if isinstance(layer, str)]
+    assert literal == [f"arn:aws:lambda:eu-west-1:{C.LWA_LAYER_ACCOUNT}:layer:LambdaAdapterLayerArm64:27"]
+
+
+def _adapter_arn(region: str, override: str | None = None) -> str:
+    import aws_cdk as cdk
+
+    from infra.constructs.stream import lwa_layer_arn
+
+    stack = cdk.Stack(cdk.App(), "Regional", env=cdk.Environment(account="123456789012", region=region))
+    return lwa_layer_arn(stack, 25, override)
+
+
+def test_the_adapter_layer_comes_from_the_account_that_publishes_it_in_each_region() -> None:
+    assert _adapter_arn("eu-central-2") == (
+        "arn:aws:lambda:eu-central-2:753240598075:layer:LambdaAdapterLayerArm64:25"
+    )
+    # China: another partition, and one publishing account per region
+    assert _adapter_arn("cn-north-1") == (
+        "arn:aws-cn:lambda:cn-north-1:041581134020:layer:LambdaAdapterLayerArm64:25"
+    )
+    assert _adapter_arn("cn-northwest-1") == (
+        "arn:aws-cn:lambda:cn-northwest-1:069767869989:layer:LambdaAdapterLayerArm64:25"
+    )
+
+
+def test_a_region_without_a_published_adapter_stops_synth_saying_what_to_do() -> None:
+    from infra.constructs.stream import UnknownAdapterRegionError
+
+    with pytest.raises(UnknownAdapterRegionError, match=r"us-gov-west-1.*-c lwaLayerArn="):
+        _adapter_arn("us-gov-west-1")
+    # And an own copy of the layer is used as given
+    own = "arn:aws-us-gov:lambda:us-gov-west-1:123456789012:layer:LambdaAdapterLayerArm64:3"
+    assert _adapter_arn("us-gov-west-1", own) == own
+
+
+def test_a_malformed_adapter_arn_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="lwaLayerArn"):
+        StackConfig(lwa_layer_arn="arn:aws:lambda:us-east-1:123:layer:x")
+
+
+def test_a_region_agnostic_stack_looks_the_adapter_up_and_refuses_other_regions_at_deploy(
+    template_json: dict[str, Any],
+) -> None:
+    # Given the stack synthesized without a region (as make synth does without credentials)
+    (mapping,) = [m for name, m in template_json["Mappings"].items() if "WebAdapterAccounts" in name]
+    assert {region: v["account"] for region, v in mapping.items()} == C.LWA_LAYER_ACCOUNTS
+    # Then the adapter's account is looked up by region, in the stack's partition
+    spec = next(f for f in manifest.FUNCTIONS if f.streaming)
+    (layer,) = [x for x in function(template_json, spec.name)[1]["Properties"]["Layers"] if "Fn::Join" in x]
+    parts = layer["Fn::Join"][1]
+    assert {"Ref": "AWS::Partition"} in parts
+    assert any("Fn::FindInMap" in p for p in parts if isinstance(p, dict))
+    # And a deploy to a region with no published layer fails at once, with the advice
+    (rule,) = [r for name, r in template_json["Rules"].items() if "WebAdapterRegion" in name]
+    (assertion,) = rule["Assertions"]
+    assert "lwaLayerArn" in assertion["AssertDescription"]
+    contains = assertion["Assert"]["Fn::Contains"]
+    assert sorted(contains[0]) == sorted(C.LWA_LAYER_ACCOUNTS)
+    assert contains[1] == {"Ref": "AWS::Region"}
 
 
 def test_alarms_notify_the_topic_from_context(prod_template: dict[str, Any]) -> None:
@@ -282,9 +336,18 @@ def test_machine_may_invoke_exactly_the_listed_lambda_tools(prod_template: dict[
     (tools,) = tool_statements
     assert tools["Resource"] == list(TOOLS)
     assert "*" not in json.dumps(tools)
-    # And no function may invoke a tool itself (the machine does)
+    # And no function may invoke a tool itself (the machine does): a function may invoke only the
+    # functions it pre-warms
+    tool_arns = set(TOOLS)
     for spec in manifest.FUNCTIONS:
-        assert not statements_with(_role_statements_of(prod_template, spec.name), "lambda:InvokeFunction")
+        for statement in statements_with(
+            _role_statements_of(prod_template, spec.name), "lambda:InvokeFunction"
+        ):
+            resources = as_list(statement["Resource"])
+            assert not tool_arns & {r for r in resources if isinstance(r, str)}, spec.name
+            assert resources == [
+                {"Fn::GetAtt": [function(prod_template, name)[0], "Arn"]} for name in spec.prewarm
+            ], spec.name
 
 
 @pytest.mark.parametrize(
