@@ -31,7 +31,8 @@ refuses to synthesize a function whose access nobody decided.
 * ``TURN_ACCESS``: actions on the turn state machine. ``start``: StartExecution
   (post a message); ``stop``: StopExecution on its executions (interrupt,
   delete); ``resume``: SendTaskSuccess (the last client-tool output wakes a
-  parked turn, and a parked step resumes or wakes its own turn); ``describe``: DescribeExecution
+  parked turn, and a parked step resumes or wakes its own turn); ``heartbeat``: SendTaskHeartbeat (a
+  client still there while a turn waits for it, ``limits.client_heartbeat_s``); ``describe``: DescribeExecution
   on its executions (the reconciler asks whether a running session's execution still runs).
 * ``BLOB_ACCESS``: S3 actions on the blob bucket (``SKYLOOP_BLOB_BUCKET``: texts over 32 KB, and
   session files), by key prefix. ``skyloop.store.blobs`` writes content-addressed objects under
@@ -58,7 +59,7 @@ from typing import Literal
 
 from skyloop.store.keys import INDEX_BY_AGENT_NAME, INDEX_BY_OWNER, INDEX_RUNNING
 
-TurnAction = Literal["start", "stop", "resume", "describe"]
+TurnAction = Literal["start", "stop", "resume", "heartbeat", "describe"]
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ TABLE_ACCESS: dict[str, TableAccess] = {
 }
 
 TURN_ACCESS: dict[str, tuple[TurnAction, ...]] = {
-    "api": ("start", "stop", "resume"),
+    "api": ("start", "stop", "resume", "heartbeat"),
     "turn": ("resume",),  # parking resumes (or wakes) its own turn when every call was answered
     "reconcile_turns": ("describe", "resume"),
 }

@@ -23,6 +23,7 @@ class RecordingEngine:
     stopped: list[str] = field(default_factory=list)
     resumed: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     woken: list[str] = field(default_factory=list)
+    heartbeats: list[str] = field(default_factory=list)
     fail_starts: int = 0
     fail_resumes: int = 0
     stale_tokens: set[str] = field(default_factory=set)
@@ -47,6 +48,11 @@ class RecordingEngine:
 
     def wake(self, task_token: str) -> None:
         self.woken.append(task_token)
+
+    def heartbeat(self, task_token: str) -> None:
+        if task_token in self.stale_tokens:
+            raise StaleTokenError("the turn is no longer waiting")
+        self.heartbeats.append(task_token)
 
     def status(self, response_id: str) -> str | None:
         if response_id in self.statuses:

@@ -139,6 +139,8 @@ class TurnMachine(Construct):
                 )
             if "resume" in actions:
                 self.machine.grant(fn, "states:SendTaskSuccess")
+            if "heartbeat" in actions:
+                self.machine.grant(fn, "states:SendTaskHeartbeat")
             if "describe" in actions:
                 fn.add_to_role_policy(
                     iam.PolicyStatement(actions=["states:DescribeExecution"], resources=[self.executions_arn])

@@ -366,3 +366,41 @@ def test_stream_cut_mid_turn_is_resumed_without_missing_or_repeated_events(
     assert seen[0][0] == 1  # a fresh session: the SDK's view starts at the first event
     unnumbered = {e.type for e in events if e.event_id is None}
     assert unnumbered == {"session.heartbeat"}  # only heartbeats (one or more per connection) lack ids
+
+
+@pytest.mark.parametrize("beats", [True, False], ids=["heartbeats", "silent"])
+def test_a_slow_tool_keeps_its_turn_alive_with_heartbeats_a_silent_client_loses_it(
+    live_server: str,
+    live_runner_id: str,
+    mock_llm_server_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    beats: bool,
+) -> None:
+    from skyloop.client import _turn
+
+    # Given an agent that wants a heartbeat every 2 s while it waits, and a tool that takes 4 s
+    monkeypatch.setattr(_turn, "HEARTBEAT_S", 0.3 if beats else 3600.0)
+    spec = scripted_agent(
+        mock_llm_server_url,
+        [{"tool_calls": [{"call_id": "call_slow", "name": "slow", "arguments": "{}"}]}, {"text": "Done."}],
+    )
+    spec["limits"] = {"client_tool_timeout_s": 600, "client_heartbeat_s": 2}
+
+    def slow() -> str:
+        """Take its time."""
+        time.sleep(4)
+        return "ok"
+
+    # When the SDK runs the tool
+    with Client(live_server) as client:
+        created = client.register_agent(spec)
+        result = client.session(created.session_id).run("go", tools=[slow])
+    # Then its heartbeats kept the turn parked until the output came; without them it failed on its
+    # heartbeat, long before the deadline
+    if beats:
+        assert result.status == "completed", result.error
+        assert result.text == "Done."
+    else:
+        assert result.status == "failed"
+        assert result.error is not None
+        assert result.error.code == "client_heartbeat_timeout"

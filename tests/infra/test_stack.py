@@ -461,6 +461,7 @@ def test_turn_access_is_as_declared(template_json: Template, spec: manifest.Func
             "start": "states:StartExecution",
             "stop": "states:StopExecution",
             "resume": "states:SendTaskSuccess",
+            "heartbeat": "states:SendTaskHeartbeat",
             "describe": "states:DescribeExecution",
         }[a]
         for a in declared

@@ -34,7 +34,7 @@ import uvicorn
 from moto import mock_aws
 
 from skyloop import deps, sessions
-from skyloop.local import lambda_hook
+from skyloop.local import lambda_hook, moto_stepfunctions
 from skyloop.local.moto_dynamodb import serialize_requests
 from skyloop.local.resources import LocalResources, bootstrap
 from skyloop.mockllm import MockState, QueuedResponse, create_app
@@ -333,6 +333,7 @@ def aws(request: pytest.FixtureRequest, mock_llm: MockLLM) -> Iterator[Stack]:
         undo_lock = _serialize_dynamodb()
         with mock_aws(config=MOTO_CONFIG):
             lambda_hook.install()
+            undo_heartbeats = moto_stepfunctions.report_heartbeat_timeouts()
             try:
                 _reset_caches()
                 resources = bootstrap(
@@ -343,6 +344,7 @@ def aws(request: pytest.FixtureRequest, mock_llm: MockLLM) -> Iterator[Stack]:
                 _reset_caches()
                 yield Stack(resources=resources, table_name=table, mock_llm=mock_llm)
             finally:
+                undo_heartbeats()
                 lambda_hook.uninstall()
                 undo_lock()
         _reset_caches()

@@ -721,3 +721,49 @@ def test_when_failturn_itself_fails_the_reconciler_resets_the_session(
     assert failed.status == "failed"
     assert failed.last_task_error is not None
     assert failed.last_task_error.code == "runner_error"
+
+
+# ------------------------------------------------------------------------ heartbeats
+def test_a_client_that_stops_sending_heartbeats_fails_the_turn_long_before_its_deadline(
+    aws: Stack, api: Api, mock_llm: MockLLM
+) -> None:
+    # Given an agent that waits an hour for client tools but wants a heartbeat every 2 s
+    key = mock_llm.script({"tool_calls": [{"call_id": "call_gone", "name": "read_file", "arguments": "{}"}]})
+    session = aws.new_session(key, client_tool_timeout_s=3600, client_heartbeat_s=2)
+    started = time.monotonic()
+    # When the call is published and the client vanishes (no heartbeat, no output)
+    api.post_message(session.id, "Read it", tools=[READ_FILE])
+    response_id = _response_id(aws, session.id)
+    aws.wait_for_event(session.id, _is_action_required, what="action_required")
+    # Then the wait fails on its heartbeat, not its deadline, with a code of its own
+    assert aws.wait_for_execution(response_id)["status"] == "FAILED"
+    failed = aws.wait_for_status(session.id, "failed", after_seq=1)
+    assert time.monotonic() - started < 30
+    assert failed.last_task_error is not None
+    assert failed.last_task_error.code == "client_heartbeat_timeout"
+
+
+def test_heartbeats_keep_a_parked_turn_alive_until_its_output_arrives(
+    aws: Stack, api: Api, mock_llm: MockLLM
+) -> None:
+    # Given the same agent, and a client that runs a slow tool (6 s, three heartbeat periods)
+    key = mock_llm.script(
+        {"tool_calls": [{"call_id": "call_slow", "name": "read_file", "arguments": "{}"}]},
+        {"text": "Read it."},
+    )
+    session = aws.new_session(key, client_tool_timeout_s=3600, client_heartbeat_s=2)
+    api.post_message(session.id, "Read it", tools=[READ_FILE])
+    response_id = _response_id(aws, session.id)
+    aws.wait_for_event(session.id, _is_action_required, what="action_required")
+    # When it sends a heartbeat every half second while the tool runs, then the output
+    for _ in range(12):
+        beat = api.post_event(session.id, {"type": "heartbeat"})
+        assert beat.status == 202, beat.body
+        assert beat.body == {"queued": False, "parked": True}
+        time.sleep(0.5)
+    assert api.post_output(session.id, "call_slow", "contents").status == 202
+    # Then the turn went on and completed
+    assert aws.wait_for_execution(response_id)["status"] == "SUCCEEDED"
+    assert aws.wait_for_status(session.id, "idle", after_seq=1).last_task_error is None
+    # And a heartbeat with nothing waiting is harmless and says so
+    assert api.post_event(session.id, {"type": "heartbeat"}).body == {"queued": False, "parked": False}

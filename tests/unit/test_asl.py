@@ -95,5 +95,28 @@ def test_a_turn_starts_with_its_model_call_and_a_text_turn_needs_no_other_step()
     assert "PrepareTurn" not in ASL["States"]
     # A model call that ended the turn says "stop", which the router sends to Done
     route = ASL["States"]["Route"]
-    assert "stop" not in {c["StringEquals"] for c in route["Choices"]}
+    assert "stop" not in {c.get("StringEquals") for c in route["Choices"]}
     assert ASL["States"][route["Default"]]["Type"] == "Succeed"
+
+
+def test_the_client_waits_take_heartbeats_only_for_agents_that_ask() -> None:
+    # The wait states with a heartbeat are chosen only when the state carries client_heartbeat_s
+    # (HeartbeatSecondsPath needs a number, and Step Functions wants it below the timeout)
+    waits = {n: s for n, s in ALL_TASKS.items() if s["Resource"] == "${LambdaInvokeWaitForTaskToken}"}
+    assert set(waits) == {
+        "AwaitClient",
+        "AwaitClientWithHeartbeat",
+        "AwaitClientAndApprovals",
+        "AwaitClientAndApprovalsWithHeartbeat",
+    }
+    for name, state in waits.items():
+        assert state["TimeoutSecondsPath"] == "$.client_tool_timeout_s", name
+        assert ("HeartbeatSecondsPath" in state) is name.endswith("WithHeartbeat"), name
+        if name.endswith("WithHeartbeat"):
+            assert state["HeartbeatSecondsPath"] == "$.client_heartbeat_s"
+            twin = {k: v for k, v in waits[name.removesuffix("WithHeartbeat")].items() if k != "Comment"}
+            assert {k: v for k, v in state.items() if k not in ("Comment", "HeartbeatSecondsPath")} == twin
+    route = ASL["States"]["Route"]["Choices"]
+    (rule,) = [c for c in route if c.get("Next") == "AwaitClientWithHeartbeat"]
+    assert {"Variable": "$.client_heartbeat_s", "IsNumeric": True} in rule["And"]
+    assert route.index(rule) < next(i for i, c in enumerate(route) if c.get("Next") == "AwaitClient")

@@ -529,3 +529,40 @@ def test_the_model_key_lives_in_the_secret_store_and_reaches_only_the_model_call
     # And without a secret store a key is refused rather than stored in the table
     with pytest.raises(Exception, match="secret store"):
         sessions.register_agent(store, spec, secrets=None)
+
+
+# ------------------------------------------------------------------------------ heartbeats
+def test_a_heartbeat_reaches_only_a_parked_wait_and_writes_nothing() -> None:
+    world = World()
+    # Given an idle session: nothing to tell
+    assert lifecycle.heartbeat(world.store, world.engine, world.sid) == {"queued": False, "parked": False}
+    # When a turn parks on a client call, a heartbeat goes to its task token, and nothing is written
+    state = steps.call_model(world.store, world.start("go", [READ]), Model(calls("read_file")))
+    steps.await_client(world.store, world.engine, state, "token-1")
+    before = world.observable()
+    assert lifecycle.heartbeat(world.store, world.engine, world.sid) == {"queued": False, "parked": True}
+    assert world.engine.heartbeats == ["token-1"]
+    assert world.observable() == before
+    # And once the output resumed the turn, there is no wait left to keep alive
+    lifecycle.answer(world.store, world.engine, world.sid, "call_read_file", "out")
+    assert lifecycle.heartbeat(world.store, world.engine, world.sid)["parked"] is False
+    assert world.engine.heartbeats == ["token-1"]
+
+
+def test_a_heartbeat_for_a_wait_that_just_ended_is_harmless() -> None:
+    world = World()
+    state = steps.call_model(world.store, world.start("go", [READ]), Model(calls("read_file")))
+    steps.await_client(world.store, world.engine, state, "token-1")
+    world.engine.stale_tokens.add("token-1")  # the wait timed out in Step Functions meanwhile
+    assert lifecycle.heartbeat(world.store, world.engine, world.sid) == {"queued": False, "parked": False}
+
+
+def test_an_agents_heartbeat_must_be_shorter_than_its_deadline() -> None:
+    from pydantic import ValidationError
+
+    from skyloop.models.agent import AgentLimits
+
+    assert AgentLimits(client_tool_timeout_s=60, client_heartbeat_s=30).client_heartbeat_s == 30
+    with pytest.raises(ValidationError, match="client_heartbeat_s"):
+        AgentLimits(client_tool_timeout_s=60, client_heartbeat_s=60)
+    assert AgentLimits().client_heartbeat_s is None  # off by default

@@ -24,7 +24,8 @@ MAX_IMAGE_CHARS = 300_000  # a message's images together: the message is one Dyn
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")  # what every harness's provider takes
 _DATA_URL = re.compile(r"^data:(?P<mime>[^;,]+);base64,(?P<data>.*)$", re.DOTALL)
 MAX_TOOLS = 128
-EVENT_TYPES = ("message", "function_call_output", "approval", "interrupt")
+# "heartbeat" is skyloop's: the client is still there while a turn waits for it (limits.client_heartbeat_s)
+EVENT_TYPES = ("message", "function_call_output", "approval", "interrupt", "heartbeat")
 
 
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")

@@ -267,6 +267,10 @@ class AsyncClient:
         """Stop the running turn (harmless when idle)."""
         return await self._transport.send(api.interrupt(session_id))
 
+    async def heartbeat(self, session_id: str) -> EventAccepted:
+        """Tell a turn that waits for this client that it is still there (harmless otherwise)."""
+        return await self._transport.send(api.heartbeat(session_id))
+
     def stream(self, session_id: str, *, after: int | None = None) -> AsyncEventStream:
         """Typed events of the session; reconnects transparently and never repeats an event.
 

@@ -285,6 +285,10 @@ class Client:
         """Stop the running turn (harmless when idle)."""
         return self._transport.send(api.interrupt(session_id))
 
+    def heartbeat(self, session_id: str) -> EventAccepted:
+        """Tell a turn that waits for this client that it is still there (harmless otherwise)."""
+        return self._transport.send(api.heartbeat(session_id))
+
     def stream(self, session_id: str, *, after: int | None = None) -> EventStream:
         """Typed events of the session; reconnects transparently and never repeats an event.
 

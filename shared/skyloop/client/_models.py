@@ -172,6 +172,7 @@ class EventAccepted(_Model):
 
     queued: bool = False
     item_id: str | None = None
+    parked: bool | None = None  # heartbeats: whether a turn was waiting for this client
 
 
 class Agent(_Model):

@@ -71,6 +71,7 @@ class RawResponses:
         self.send_message = _sync(transport, api.send_message)
         self.submit_tool_output = _sync(transport, api.submit_tool_output)
         self.interrupt = _sync(transport, api.interrupt)
+        self.heartbeat = _sync(transport, api.heartbeat)
 
 
 class AsyncRawResponses:
@@ -95,3 +96,4 @@ class AsyncRawResponses:
         self.send_message = _async(transport, api.send_message)
         self.submit_tool_output = _async(transport, api.submit_tool_output)
         self.interrupt = _async(transport, api.interrupt)
+        self.heartbeat = _async(transport, api.heartbeat)

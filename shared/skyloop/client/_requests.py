@@ -323,6 +323,11 @@ def interrupt(session_id: str) -> ApiCall[EventAccepted]:
     return post_event(session_id, "interrupt")
 
 
+def heartbeat(session_id: str) -> ApiCall[EventAccepted]:
+    """The client is still there (an agent with ``limits.client_heartbeat_s`` needs one that often while it waits)."""
+    return post_event(session_id, "heartbeat")
+
+
 def stream_path(session_id: str) -> str:
     return f"/v1/sessions/{_seg(session_id)}/stream"
 

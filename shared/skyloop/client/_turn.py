@@ -39,7 +39,7 @@ from skyloop.client._stream import AsyncEventStream, EventStream, _StreamState
 from skyloop.client._tracker import TurnResult, TurnTracker
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Iterator
     from types import TracebackType
 
     from skyloop.client._async_client import AsyncClient
@@ -58,6 +58,9 @@ if TYPE_CHECKING:
 __all__ = ["AsyncTurn", "Turn", "TurnResult", "declined_output"]
 
 T = TypeVar("T")
+# While a client tool runs, a heartbeat this often: agents with limits.client_heartbeat_s fail a turn whose
+# client went quiet for that long (it must be larger than this).
+HEARTBEAT_S = 10.0
 StreamT = TypeVar("StreamT", bound=_StreamState)
 
 MESSAGE_REFUSALS: tuple[type[Exception], ...] = (RunnerUnavailableError,)
@@ -262,11 +265,29 @@ class Turn(_TurnState[EventStream]):
                 self._post_errors.append(exc)
 
     def _run_and_post(self, call: ToolCall, raw_arguments: str) -> None:
-        output = self.tools.run(call.name, raw_arguments)
+        with self._beating():
+            output = self.tools.run(call.name, raw_arguments)
         if self._on_tool_end is not None:
             with contextlib.suppress(Exception):  # a failing hook must not leave the call unanswered
                 self._on_tool_end(call, output)
         self._post_output(call, output)
+
+    @contextlib.contextmanager
+    def _beating(self) -> Iterator[None]:
+        """Heartbeats every :data:`HEARTBEAT_S` while a tool runs (a slow tool is not a vanished client)."""
+        done = threading.Event()
+
+        def beat() -> None:
+            while not done.wait(HEARTBEAT_S):
+                with contextlib.suppress(Exception):  # best effort: the output is what matters
+                    self._client.heartbeat(self.session_id)
+
+        beater = threading.Thread(target=beat, name="skyloop-heartbeat", daemon=True)
+        beater.start()
+        try:
+            yield
+        finally:
+            done.set()
 
     def _post_output(self, call: ToolCall, output: str) -> None:
         try:
@@ -394,11 +415,22 @@ class AsyncTurn(_TurnState[AsyncEventStream]):
                 self._post_errors.append(exc)
 
     async def _run_and_post(self, call: ToolCall, raw_arguments: str) -> None:
-        output = await self.tools.arun(call.name, raw_arguments)
+        beater = asyncio.get_running_loop().create_task(self._beat())
+        try:
+            output = await self.tools.arun(call.name, raw_arguments)
+        finally:
+            beater.cancel()
         if self._on_tool_end is not None:
             with contextlib.suppress(Exception):
                 await _resolve(self._on_tool_end(call, output))
         await self._post_output(call, output)
+
+    async def _beat(self) -> None:
+        """Heartbeats every :data:`HEARTBEAT_S` while a tool runs (cancelled when it is done)."""
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            with contextlib.suppress(Exception):
+                await self._client.heartbeat(self.session_id)
 
     async def _post_output(self, call: ToolCall, output: str) -> None:
         try:

@@ -197,6 +197,7 @@ def start(
     aws_shortcut.install(dispatch_aws)
     lambda_hook.install_invoke_shortcut()
     moto_stepfunctions.install()
+    moto_stepfunctions.report_heartbeat_timeouts()
     lambda_hook.install()
     if dynamodb is not None:  # before anything touches the table: one table, in that process
         dynamodb_process.forward_moto(dynamodb.connect())

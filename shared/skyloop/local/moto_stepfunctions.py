@@ -25,12 +25,14 @@ import functools
 import pickle
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from skyloop.local._patch import replace
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
 
 _clients: dict[tuple[str, str, bool], Any] = {}
 
@@ -105,4 +107,43 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
         _undo.clear()
 
     _undo.append(undo)
+    return undo
+
+
+def report_heartbeat_timeouts() -> Callable[[], None]:
+    """Make a missed heartbeat fail its task with ``States.HeartbeatTimeout``, as Step Functions does.
+
+    moto raises its heartbeat timeout as a ``TimeoutError`` and reports every
+    ``TimeoutError`` as ``States.Timeout``, so a client that stopped sending
+    heartbeats would look like one that missed its deadline
+    (``client_tool_timeout`` instead of ``client_heartbeat_timeout``). Returns the undo.
+    """
+    from moto.stepfunctions.parser.api import HistoryEventType, TaskTimedOutEventDetails
+    from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import FailureEvent
+    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import StatesErrorName
+    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type import (
+        StatesErrorNameType,
+    )
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task import StateTask
+    from moto.stepfunctions.parser.asl.eval.callback.callback import HeartbeatTimeoutError
+
+    original = StateTask._from_error
+
+    def from_error(self: Any, env: Any, ex: Exception) -> Any:
+        if not isinstance(ex, HeartbeatTimeoutError):
+            return original(self, env, ex)
+        name = StatesErrorNameType.StatesHeartbeatTimeout
+        return FailureEvent(
+            env=env,
+            error_name=StatesErrorName(typ=name),
+            event_type=HistoryEventType.TaskTimedOut,
+            event_details=cast(
+                "EventDetails", {"taskTimedOutEventDetails": TaskTimedOutEventDetails(error=name.to_name())}
+            ),
+        )
+
+    def undo() -> None:
+        replace(StateTask, "_from_error", original)
+
+    replace(StateTask, "_from_error", from_error)
     return undo

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 SUPPORTED_HARNESSES = ("openai-agents", "chat-completions", "bedrock-converse")
 AGENT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
@@ -63,7 +63,21 @@ class AgentLimits(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     client_tool_timeout_s: int = Field(default=3600, ge=1, le=7 * 24 * 3600)
+    # Off by default. When set, a turn parked on client calls or approvals fails with
+    # ``client_heartbeat_timeout`` once no heartbeat (``{"type": "heartbeat"}``; the skyloop SDK sends one
+    # every 10 s while it runs a call) arrived for this long: a vanished client is noticed long before the
+    # deadline. Must be shorter than the deadline (Step Functions requires it).
+    client_heartbeat_s: int | None = Field(default=None, ge=2, le=7 * 24 * 3600)
     max_iterations: int = Field(default=50, ge=1, le=1000)
+
+    @model_validator(mode="after")
+    def _heartbeat_within_deadline(self) -> AgentLimits:
+        if self.client_heartbeat_s is not None and self.client_heartbeat_s >= self.client_tool_timeout_s:
+            raise ValueError(
+                f"limits.client_heartbeat_s ({self.client_heartbeat_s}) must be shorter than "
+                f"limits.client_tool_timeout_s ({self.client_tool_timeout_s})"
+            )
+        return self
 
 
 class AgentSpec(BaseModel):

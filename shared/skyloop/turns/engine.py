@@ -42,6 +42,10 @@ class TurnEngine(Protocol):
         """Let a parked execution of an ended turn run on to its end (best effort)."""
         ...
 
+    def heartbeat(self, task_token: str) -> None:
+        """Tell a parked task its client is still there; raises :class:`StaleTokenError` when the token is void."""
+        ...
+
     def status(self, response_id: str) -> str | None:
         """The execution's status (``RUNNING``, ``SUCCEEDED``, ``FAILED``...), None when there is none."""
         ...
@@ -110,6 +114,14 @@ class StepFunctionsEngine:
         except Exception as exc:
             if _code(exc) not in STALE_TOKEN_ERRORS:  # a stopped execution's token is void already
                 log.warning("could not wake a parked execution: %s", exc)
+
+    def heartbeat(self, task_token: str) -> None:
+        try:
+            self.sfn.send_task_heartbeat(taskToken=task_token)
+        except Exception as exc:
+            if _code(exc) in STALE_TOKEN_ERRORS:
+                raise StaleTokenError("the turn is no longer waiting") from exc
+            raise
 
     def status(self, response_id: str) -> str | None:
         if not self.state_machine_arn:

@@ -284,6 +284,7 @@ def _start_execution(
         session_id=session_id,
         response_id=response_id,
         client_tool_timeout_s=agent.spec.limits.client_tool_timeout_s,
+        client_heartbeat_s=agent.spec.limits.client_heartbeat_s,
         max_iterations=agent.spec.limits.max_iterations,
         agent_id=agent.id if created_at is not None else None,
         created_at=created_at,
@@ -524,6 +525,34 @@ def answer(
             f"call '{call_id}' was cancelled by an interrupt; its output is no longer accepted"
         )
     raise ConflictError(f"call '{call_id}' already has a different output")
+
+
+def heartbeat(
+    store: Store, engine: TurnEngine, session_id: str, *, session: Session | None = None
+) -> dict[str, Any]:
+    """The client is still there: reset the parked wait's heartbeat clock (``limits.client_heartbeat_s``).
+
+    Harmless whenever there is nothing to tell (an idle session, a turn that
+    is not parked, a wait that just ended): 202 with ``parked: false``.
+    Writes nothing: the heartbeat goes to Step Functions only.
+    """
+    session = session or store.get_session(session_id)
+    if session.status != "running" or not session.active_response_id:
+        return {"queued": False, "parked": False}
+    try:
+        turn = store.get_turn(session_id, session.active_response_id)
+    except NotFoundError:
+        return {"queued": False, "parked": False}
+    waiting = turn.task_token and turn.await_iteration is not None
+    resumed = turn.resumed_iteration is not None and turn.resumed_iteration >= (turn.await_iteration or 0)
+    if not waiting or resumed:
+        return {"queued": False, "parked": False}
+    assert turn.task_token is not None
+    try:
+        engine.heartbeat(turn.task_token)
+    except StaleTokenError:
+        return {"queued": False, "parked": False}
+    return {"queued": False, "parked": True}
 
 
 # ------------------------------------------------------------------------------ approvals

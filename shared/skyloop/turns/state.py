@@ -24,6 +24,7 @@ class TurnState(BaseModel):
     next: NextStep = "call_model"
     consumed_seq: int = 0
     client_tool_timeout_s: int = 3600
+    client_heartbeat_s: int | None = None  # set: the wait for the client needs heartbeats this often
     max_iterations: int = 50
     error: dict[str, Any] | None = None  # set by the state machine's Catch
     finished: bool = False  # the model step completed the turn itself (no FinishTurn state)
@@ -82,8 +83,13 @@ def error_from_catch(error: dict[str, Any] | None) -> tuple[str, str]:
         return "internal_error", "the turn failed"
     name = str(error.get("Error") or "")
     cause = error.get("Cause") or ""
-    if name in ("States.Timeout", "States.HeartbeatTimeout"):
+    if name == "States.Timeout":
         return "client_tool_timeout", "no output arrived for a client-side tool call before its deadline"
+    if name == "States.HeartbeatTimeout":
+        return (
+            "client_heartbeat_timeout",
+            "the client stopped sending heartbeats while the turn waited for it (limits.client_heartbeat_s)",
+        )
     try:
         detail = json.loads(cause)
     except (TypeError, ValueError):

@@ -23,7 +23,7 @@ router = Router()
     router,
     "POST",
     "/v1/sessions/<session_id>/events",
-    summary="Post a message, a function_call_output, an approval or an interrupt",
+    summary="Post a message, a function_call_output, an approval, an interrupt or a heartbeat",
     status=202,
     body=SessionEventRequest,
 )
@@ -65,4 +65,6 @@ def post_event(session_id: str) -> Response:
         return json_response(
             202, lifecycle.approve(store, engine, session_id, answer.elicitation_id, answer.action)
         )
+    if event.type == "heartbeat":
+        return json_response(202, lifecycle.heartbeat(store, engine, session_id, session=session))
     return json_response(202, lifecycle.cancel(store, engine, session_id))
