@@ -189,6 +189,9 @@ class Artifacts:
             "SKYLOOP_TABLE_NAME": self.services.table,
             "SKYLOOP_BLOB_BUCKET": self.services.bucket,
             "SKYLOOP_STATE_MACHINE_ARN": self.services.machine_arn,
+            # no warm-ups here: every invocation is a cold start of its own anyway (tests/integration
+            # test_prewarm sends them through Lambda)
+            "SKYLOOP_PREWARM": "",
         }
         env: dict[str, str] = {}
         for key, value in variables.items():
@@ -321,7 +324,11 @@ def _parameters(template: Any, doc: Any, token: str) -> Any:
 
 
 def _matches(rule: dict[str, Any], doc: Any) -> bool:
+    if "And" in rule:
+        return all(_matches(r, doc) for r in rule["And"])
     value = _read(rule["Variable"], doc)
+    if "IsNumeric" in rule:
+        return (isinstance(value, int | float) and not isinstance(value, bool)) is rule["IsNumeric"]
     if "IsPresent" in rule:
         return (value is not _MISSING) is rule["IsPresent"]
     if "IsNull" in rule:
