@@ -88,8 +88,8 @@ def _add_smoke_command(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     smoke.add_argument(
         "--token",
-        default=os.environ.get("SKYLOOP_TOKEN") or None,
-        help="bearer token (default: $SKYLOOP_TOKEN)",
+        default=None,
+        help="bearer token (default: $SKYLOOP_TOKEN, then the config file's)",
     )
     smoke.add_argument(
         "--timeout", type=float, default=60.0, metavar="S", help="seconds per step (default 60)"

@@ -58,6 +58,7 @@ from skyloop.client import (
     ToolBox,
     is_terminal,
 )
+from skyloop.client._config import resolve_config
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -132,7 +133,7 @@ class Report:
 @dataclass(frozen=True)
 class Options:
     endpoint: str
-    token: str | None = None
+    token: str | None = None  # None: $SKYLOOP_TOKEN, else the config file's (as the SDK resolves it)
     timeout: float = 60.0  # seconds per step
     tool_function: str = DEFAULT_TOOL_FUNCTION
     keep: bool = False
@@ -169,10 +170,12 @@ class _Smoke:
         self.sessions: list[str] = []
         self.probe_session: str | None = None
         self.workdir = Path(tempfile.mkdtemp(prefix="skyloop-smoke-"))
-        auth = {"Authorization": f"Bearer {options.token}"} if options.token else {}
+        # the SDK's resolution (the option, else $SKYLOOP_TOKEN, else the config file's), used for every request
+        self.token = resolve_config(self.endpoint, options.token or None).token
+        auth = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         self.http = httpx.Client(base_url=self.endpoint, headers=auth, timeout=options.timeout)
         self.anonymous = httpx.Client(base_url=self.endpoint, timeout=options.timeout)
-        self.client = Client(self.endpoint, token=options.token or None, timeout=options.timeout)
+        self.client = Client(self.endpoint, token=self.token, timeout=options.timeout)
 
     def __enter__(self) -> _Smoke:
         return self
@@ -250,7 +253,12 @@ class _Smoke:
 
     def auth(self) -> str:
         bare = self.anonymous.get("/v1/runners")
-        if self.o.token:
+        if self.token:
+            _expect(
+                bare.status_code != 200,
+                "a token was given but the endpoint answers without one: it is open (a deployed stack never "
+                "is); run without --token and $SKYLOOP_TOKEN",
+            )
             _expect_error(bare, 401, "unauthorized", "GET /v1/runners without the token")
             runners = self.http.get("/v1/runners")
             _expect(runners.status_code == 200, f"GET /v1/runners with the token: {_status(runners)}")
@@ -698,11 +706,14 @@ def _json(resp: httpx.Response) -> Any:
 
 
 def _status(resp: httpx.Response) -> str:
+    """``404 not_found 'message'`` for an error body, else the status and the start of the body."""
     try:
-        error = resp.json().get("error") or {}
-        return f"{resp.status_code} {error.get('code', '')} {_short(str(error.get('message', '')))}".strip()
+        error = resp.json().get("error")
     except (ValueError, AttributeError):
-        return f"{resp.status_code} {_short(resp.text)}"
+        error = None
+    if isinstance(error, dict):
+        return f"{resp.status_code} {error.get('code', '')} {_short(str(error.get('message', '')))}"
+    return f"{resp.status_code} {_short(resp.text)}"
 
 
 def _short(text: str, limit: int = 120) -> str:

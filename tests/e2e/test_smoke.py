@@ -180,6 +180,14 @@ def test_a_missing_token_says_how_to_give_one(secured: tuple[str, str]) -> None:
     assert found["auth"] == ("✗", "the endpoint requires a token: pass --token or set SKYLOOP_TOKEN")
 
 
+def test_a_token_for_an_open_endpoint_is_a_failed_auth_step(live_server: str) -> None:
+    proc = smoke("--endpoint", live_server, "--token", "sky_unneeded", "--only", "seed")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    found, _ = steps(proc.stdout)
+    assert found["auth"][0] == "✗"
+    assert "the endpoint answers without one: it is open" in found["auth"][1]
+
+
 def test_a_failing_step_fails_the_run_and_cleanup_still_runs(live_server: str) -> None:
     # Given a tool function that does not exist: the approved call's output is an error, not the echo
     proc = smoke(
