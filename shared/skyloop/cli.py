@@ -140,6 +140,9 @@ def _smoke_command(args: argparse.Namespace) -> int:
     except smoke.Unreachable as exc:
         print(f"skyloop smoke: {exc}; is the URL right and the stack up?", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # cleanup has run (the steps' finally)
+        print("skyloop smoke: interrupted", file=sys.stderr)
+        return 130
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:

@@ -34,6 +34,7 @@ exits 0 (all passed), 1 (a step failed) or 2 (:class:`Unreachable`, or bad usage
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import threading
@@ -61,7 +62,7 @@ from skyloop.client import (
 from skyloop.client._config import resolve_config
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Generator
 
     from skyloop.client import ServerSentEvent
 
@@ -312,7 +313,10 @@ class _Smoke:
         assert result is not None
         _expect(parked == list(SEED_TOOLS), f"parked on {parked}, expected {list(SEED_TOOLS)}")
         canary = self.workdir / CANARY_FILE
-        _expect(canary.is_file() and canary.read_text() == self.canary, "Write did not create the file here")
+        _expect(
+            canary.is_file() and canary.read_text() == canary_text(self.nonce),
+            "Write did not create the file here",
+        )
         _expect(
             result.text.startswith("Seed done.") and str(canary) in result.text,
             f"final text {_short(result.text)}",
@@ -324,10 +328,6 @@ class _Smoke:
             f"parked on {', '.join(parked)}, each answered from {self.workdir.name}; final text arrived; "
             f"/items: {2 + 2 * len(parked)} in order"
         )
-
-    @property
-    def canary(self) -> str:
-        return f"SKYLOOP_SMOKE_CANARY_{self.nonce}"
 
     def check_seed_items(self, session_id: str, ran: dict[str, str]) -> list[str]:
         """``/items``: the message, each call followed by the output this client posted, the answer."""
@@ -354,23 +354,19 @@ class _Smoke:
         """Drop the stream after a few deltas, resume from the last id, compare with a full replay."""
         session_id = self.new_session()
         start = self.client.get_session(session_id).last_event_id or 0
-        posted = threading.Event()
-
-        def post_message() -> None:
-            self.client.send_message(session_id, "#resume Stream a long answer, slowly.")
-            posted.set()
-
         first: list[tuple[int, dict[str, Any]]] = []
-        for sse in self.frames(session_id, start):
-            if not posted.is_set() and sse.id is None:
-                post_message()  # the subscription is live (first frame): nothing can be missed
-                continue
-            if sse.id is None:
-                continue
-            first.append((int(sse.id), sse.json()))
-            _expect(not is_terminal_payload(first[-1][1]), "the turn ended before the stream was dropped")
-            if sum(_is_delta(p) for _, p in first) >= DROP_AFTER_DELTAS:
-                break  # leaving the loop closes the connection: the drop
+        posted = False
+        with contextlib.closing(self.frames(session_id, start)) as frames:
+            for sse in frames:
+                if sse.id is None:  # a heartbeat; the first one says the subscription is live
+                    if not posted:
+                        self.client.send_message(session_id, "#resume Stream a long answer, slowly.")
+                        posted = True
+                    continue
+                first.append((int(sse.id), sse.json()))
+                _expect(not is_terminal_payload(first[-1][1]), "the turn ended before the stream was dropped")
+                if sum(_is_delta(p) for _, p in first) >= DROP_AFTER_DELTAS:
+                    break  # closing the generator closes the connection: the drop
         _expect(bool(first), "no event arrived before the drop")
         cut = first[-1][0]
         second = self.read_until(session_id, cut, _turn_over)
@@ -391,7 +387,7 @@ class _Smoke:
             f"{len(second)} more; all {len(seen)} = the replay, each once, no gap"
         )
 
-    def frames(self, session_id: str, after: int) -> Iterator[ServerSentEvent]:
+    def frames(self, session_id: str, after: int) -> Generator[ServerSentEvent, None, None]:
         """The raw SSE frames of one connection from ``after`` (heartbeats included); closed on exit."""
         headers = {"Accept": "text/event-stream", "Last-Event-ID": str(after)}
         timeout = httpx.Timeout(self.o.timeout, read=self.o.timeout)
@@ -407,12 +403,13 @@ class _Smoke:
         self, session_id: str, after: int, done: Callable[[int, dict[str, Any]], bool]
     ) -> list[tuple[int, dict[str, Any]]]:
         events: list[tuple[int, dict[str, Any]]] = []
-        for sse in self.frames(session_id, after):
-            if sse.id is None:
-                continue
-            events.append((int(sse.id), sse.json()))
-            if done(*events[-1]):
-                return events
+        with contextlib.closing(self.frames(session_id, after)) as frames:
+            for sse in frames:
+                if sse.id is None:
+                    continue
+                events.append((int(sse.id), sse.json()))
+                if done(*events[-1]):
+                    return events
         raise CheckFailed(f"the stream after id {after} ended early")
 
     def approve(self) -> str:
@@ -585,9 +582,14 @@ CANARY_FILE = "smoke_canary.txt"
 RESUME_TEXT = " ".join(f"word{n}" for n in range(1, RESUME_WORDS + 1))
 
 
+def canary_text(nonce: str) -> str:
+    """What the seed's Write puts in the file (checked on this machine afterwards)."""
+    return f"SKYLOOP_SMOKE_CANARY_{nonce}"
+
+
 def smoke_agent(name: str, workdir: Path, tool_function: str, nonce: str) -> dict[str, Any]:
     """The temporary agent: a script for each scenario (chosen by a #token) and the approved echo tool."""
-    canary = f"SKYLOOP_SMOKE_CANARY_{nonce}"
+    canary = canary_text(nonce)
     seed: list[dict[str, Any]] = [
         {"tool_calls": [{"name": "Glob", "arguments": {"pattern": "**/*.py", "path": str(workdir)}}]},
         {"tool_calls": [{"name": "Read", "arguments": {"file_path": str(workdir / "calculator.py")}}]},
