@@ -80,7 +80,7 @@ def _add_smoke_command(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         help="check a running endpoint end to end (skyloop dev or a deployed stack); exit 0 pass, 1 fail, "
         "2 usage or unreachable",
         description="Runs the seed's client-tool scenario, a dropped and resumed stream, an approved and a "
-        "declined server tool, an interrupt and bad inputs against ENDPOINT with a temporary scripted agent, "
+        "declined server tool, an interrupt and bad inputs against the endpoint with a temporary scripted agent, "
         "then deletes what it made. One line per step with its latency, then PASS n/n or FAIL k/n.",
     )
     smoke.add_argument(
