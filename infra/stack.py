@@ -16,6 +16,7 @@ from infra.constructs.functions import Functions
 from infra.constructs.http_api import HttpApi
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.reconciler import Reconciler
+from infra.constructs.smoke_tool import SmokeTool
 from infra.constructs.stream import Stream
 from infra.constructs.table import SessionTable
 from infra.constructs.turn_machine import TurnMachine
@@ -41,7 +42,14 @@ class SkyloopStack(cdk.Stack):
         self.functions = Functions(
             self, "Functions", table=self.data.table, bucket=self.blobs.bucket, config=config
         )
-        self.turns = TurnMachine(self, "Turns", functions=self.functions, config=config)
+        self.smoke_tool = SmokeTool(self, "SmokeTool", config=config)
+        self.turns = TurnMachine(
+            self,
+            "Turns",
+            functions=self.functions,
+            config=config,
+            tool_functions=(self.smoke_tool.function,),
+        )
         (scheduled,) = (f for f in FUNCTIONS if f.scheduled)
         self.reconciler = Reconciler(
             self, "Reconciler", function=self.functions[scheduled.name], config=config
@@ -85,6 +93,12 @@ class SkyloopStack(cdk.Stack):
         cdk.CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard_name)
         cdk.CfnOutput(self, "BlobBucketName", value=self.blobs.bucket.bucket_name)
         cdk.CfnOutput(self, "SecretsPrefix", value=self.functions.secrets_prefix)
+        cdk.CfnOutput(
+            self,
+            "SmokeToolArn",
+            value=self.smoke_tool.function.function_arn,
+            description="skyloop smoke --tool-function: the echo tool the turn machine may invoke",
+        )
         if self.sign_in.issuer and self.sign_in.audience:
             cdk.CfnOutput(self, "JwtIssuer", value=self.sign_in.issuer)
             cdk.CfnOutput(self, "JwtAudience", value=self.sign_in.audience)
@@ -171,6 +185,12 @@ class SkyloopStack(cdk.Stack):
             "Python 3.12 is pinned on purpose: the dependency layer holds compiled wheels "
             "(pydantic-core) built for exactly this ABI by layers/build.py. Move "
             "infra.constants.LAMBDA_PYTHON_VERSION and the runtime together.",
+        )
+        _ack(
+            self.smoke_tool.function,
+            "AwsSolutions-L1",
+            "The smoke echo tool runs on the same pinned Python 3.12 as every other function "
+            "(infra.constants.LAMBDA_PYTHON_VERSION), so it is checked by the same interpreter.",
         )
         _ack(
             self.api.api,

@@ -67,7 +67,13 @@ class TurnMachine(Construct):
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, functions: Functions, config: StackConfig
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        functions: Functions,
+        config: StackConfig,
+        tool_functions: tuple[lambda_.IFunction, ...] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         steps = [functions[f.name] for f in FUNCTIONS if f.asl_key]
@@ -118,11 +124,11 @@ class TurnMachine(Construct):
         )
         # The Act state's InvokeTool tasks call the function an agent's Lambda tool names
         # (FunctionName.$ from run_tool's prepare): only the ARNs the operator listed, none by default.
-        if config.lambda_tool_arns:
+        # The stack's own tools (``tool_functions``: the smoke echo) come on top of them.
+        tool_arns = [f.function_arn for f in tool_functions] + list(config.lambda_tool_arns)
+        if tool_arns:
             self.machine.add_to_role_policy(
-                iam.PolicyStatement(
-                    actions=["lambda:InvokeFunction"], resources=list(config.lambda_tool_arns)
-                )
+                iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=tool_arns)
             )
 
         step_names = {f.name for f in FUNCTIONS if f.asl_key}

@@ -8,6 +8,7 @@ Examples:
     skyloop chat --agent coder       # chat in the terminal; client-side tools run here
     skyloop sessions ls|show|rm      # add --json for the server's JSON
     skyloop agents ls|register FILE
+    skyloop smoke --endpoint URL [--token T]   # prove a running stack end to end (exit 0/1/2)
 """
 
 from __future__ import annotations
@@ -69,7 +70,84 @@ def _parser() -> argparse.ArgumentParser:
     )
     token.add_argument("--region", default=None)
     _add_client_commands(sub)
+    _add_smoke_command(sub)
     return parser
+
+
+def _add_smoke_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    smoke = sub.add_parser(
+        "smoke",
+        help="check a running endpoint end to end (skyloop dev or a deployed stack); exit 0 pass, 1 fail, "
+        "2 usage or unreachable",
+        description="Runs the seed's client-tool scenario, a dropped and resumed stream, an approved and a "
+        "declined server tool, an interrupt and bad inputs against the endpoint with a temporary scripted agent, "
+        "then deletes what it made. One line per step with its latency, then PASS n/n or FAIL k/n.",
+    )
+    smoke.add_argument(
+        "--endpoint", required=True, metavar="URL", help="the stack (EndpointUrl, or skyloop dev's URL)"
+    )
+    smoke.add_argument(
+        "--token",
+        default=None,
+        help="bearer token (default: $SKYLOOP_TOKEN, then the config file's)",
+    )
+    smoke.add_argument(
+        "--timeout", type=float, default=60.0, metavar="S", help="seconds per step (default 60)"
+    )
+    smoke.add_argument("--json", action="store_true", help="print the report as JSON instead of lines")
+    smoke.add_argument(
+        "--tool-function",
+        default="smoke_echo",
+        metavar="NAME_OR_ARN",
+        help="the Lambda function of the approved server tool: smoke_echo on skyloop dev (default), "
+        "the stack output SmokeToolArn in the cloud",
+    )
+    smoke.add_argument(
+        "--only",
+        action="append",
+        metavar="STEP",
+        help="run only these scenarios (repeatable or comma-separated): seed, resume, approve, decline, "
+        "interrupt, bad-inputs; health, auth, register and cleanup always run",
+    )
+    smoke.add_argument("--keep", action="store_true", help="leave the smoke agent and sessions in place")
+
+
+def _smoke_command(args: argparse.Namespace) -> int:
+    import json
+
+    from skyloop import smoke
+
+    only = frozenset(s.strip() for value in args.only or [] for s in value.split(",") if s.strip())
+    unknown = only - set(smoke.SCENARIOS)
+    if unknown or args.timeout <= 0:
+        problem = f"unknown --only {', '.join(sorted(unknown))}" if unknown else "--timeout must be positive"
+        print(f"skyloop smoke: {problem} (steps: {', '.join(smoke.SCENARIOS)})", file=sys.stderr)
+        return 2
+    if not args.endpoint.startswith(("http://", "https://")):
+        print(f"skyloop smoke: --endpoint must be an http(s) URL, got {args.endpoint!r}", file=sys.stderr)
+        return 2
+    options = smoke.Options(
+        endpoint=args.endpoint,
+        token=args.token,
+        timeout=args.timeout,
+        tool_function=args.tool_function,
+        keep=args.keep,
+        only=only,
+    )
+    emit = None if args.json else (lambda step: print(step.line(), flush=True))
+    try:
+        report = smoke.run(options, emit)
+    except smoke.Unreachable as exc:
+        print(f"skyloop smoke: {exc}; is the URL right and the stack up?", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # cleanup has run (the steps' finally)
+        print("skyloop smoke: interrupted", file=sys.stderr)
+        return 130
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(report.summary(), flush=True)
+    return 0 if report.ok else 1
 
 
 def _add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -183,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         serve_mock(args.host, args.port)
     elif args.command == "token":
         return _token_command(args)
+    elif args.command == "smoke":
+        return _smoke_command(args)
     elif args.command in ("chat", "sessions", "agents"):
         from skyloop.chat import run as run_client_command
 

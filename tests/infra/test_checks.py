@@ -43,6 +43,7 @@ ACKNOWLEDGED = {
         for name in ("agents/*/api_key", "tools/*")
     ),
     ("/Skyloop/Blobs/Bucket", "AwsSolutions-S1"),
+    ("/Skyloop/SmokeTool/Echo", "AwsSolutions-L1"),
     ("/Skyloop/Turns/StateMachine", "AwsSolutions-IAM5[Resource::*]"),
     ("/Skyloop/Api/Api", "AwsSolutions-APIG4"),
     ("/Skyloop/Edge/Distribution", "AwsSolutions-CFR1"),

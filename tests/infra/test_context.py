@@ -17,7 +17,7 @@ from infra import assets
 from infra import constants as C
 from infra.config import StackConfig
 from skyloop import manifest
-from tests.infra.helpers import as_list, function, one, resources, role_statements, statements_with
+from tests.infra.helpers import as_list, by_prefix, function, one, resources, role_statements, statements_with
 
 TOPIC = "arn:aws:sns:eu-west-1:123456789012:skyloop-alarms"
 ORIGINS = ("https://app.example.com", "http://localhost:5173")
@@ -326,7 +326,8 @@ def test_machine_may_invoke_exactly_the_listed_lambda_tools(prod_template: dict[
     _, machine = one(prod_template, "AWS::StepFunctions::StateMachine")
     role_id = machine["Properties"]["RoleArn"]["Fn::GetAtt"][0]
     invoke = statements_with(role_statements(prod_template, role_id), "lambda:InvokeFunction")
-    # Then one statement for its own steps, one for exactly the listed tools, nothing else
+    # Then one statement for its own steps, one for exactly the stack's smoke tool and the listed
+    # tools, nothing else
     steps = {
         json.dumps({"Fn::GetAtt": [function(prod_template, f.name)[0], "Arn"]})
         for f in manifest.FUNCTIONS
@@ -334,7 +335,8 @@ def test_machine_may_invoke_exactly_the_listed_lambda_tools(prod_template: dict[
     }
     tool_statements = [s for s in invoke if not {json.dumps(r) for r in as_list(s["Resource"])} <= steps]
     (tools,) = tool_statements
-    assert tools["Resource"] == list(TOOLS)
+    smoke_id, _ = by_prefix(prod_template, "AWS::Lambda::Function", "SmokeToolEcho")
+    assert tools["Resource"] == [{"Fn::GetAtt": [smoke_id, "Arn"]}, *TOOLS]
     assert "*" not in json.dumps(tools)
     # And no function may invoke a tool itself (the machine does): a function may invoke only the
     # functions it pre-warms

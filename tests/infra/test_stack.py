@@ -43,6 +43,7 @@ STEP_NAMES = {f.name for f in STEP_FUNCTIONS}
 (RECONCILER,) = (f for f in manifest.FUNCTIONS if f.scheduled)
 # CDK's provider for autoDeleteObjects on the dev stack's blob bucket (not a skyloop function).
 AUTO_DELETE_PROVIDER = "CustomS3AutoDeleteObjectsCustomResourceProviderHandler"
+PACKAGE = manifest.PROJECT_ROOT / "shared" / "skyloop"
 
 
 def _table_id(t: Template) -> str:
@@ -240,12 +241,40 @@ def test_secret_access_is_scoped_to_the_stacks_prefix(
 
 
 # -------------------------------------------------------------------------- functions
-def test_functions_are_exactly_the_manifest(template_json: Template) -> None:
+def test_functions_are_exactly_the_manifest_and_the_smoke_tool(template_json: Template) -> None:
     found = {
         k for k in resources(template_json, "AWS::Lambda::Function") if not k.startswith(AUTO_DELETE_PROVIDER)
     }
-    assert len(found) == len(manifest.FUNCTIONS)
-    assert {function(template_json, f.name)[0] for f in manifest.FUNCTIONS} == found
+    smoke_id, _ = _smoke_tool(template_json)
+    assert len(found) == len(manifest.FUNCTIONS) + 1
+    assert {function(template_json, f.name)[0] for f in manifest.FUNCTIONS} | {smoke_id} == found
+
+
+def _smoke_tool(t: Template) -> tuple[str, dict[str, Any]]:
+    return by_prefix(t, "AWS::Lambda::Function", "SmokeToolEcho")
+
+
+def test_smoke_tool_is_the_echo_file_inline_at_128_mb_with_logs_only(template_json: Template) -> None:
+    # Given the echo function `skyloop smoke` declares as its approved server tool
+    smoke_id, fn = _smoke_tool(template_json)
+    props = fn["Properties"]
+    # Then it is the same file `skyloop dev` serves as smoke_echo, inline (no asset, no layer)
+    assert props["Code"] == {"ZipFile": (PACKAGE / "tools" / "smoke_echo.py").read_text()}
+    assert props["Handler"] == "index.smoke_echo"
+    assert (props["MemorySize"], props["Timeout"]) == (128, 10)
+    assert props["Runtime"] == f"python{C.LAMBDA_PYTHON_VERSION}"
+    assert "Layers" not in props
+    assert "Environment" not in props
+    # And its role may write its own log group and nothing else
+    role_id = props["Role"]["Fn::GetAtt"][0]
+    assert "ManagedPolicyArns" not in template_json["Resources"][role_id]["Properties"]
+    (statement,) = role_statements(template_json, role_id)
+    assert set(as_list(statement["Action"])) == {"logs:CreateLogStream", "logs:PutLogEvents"}
+    log_group_id, _ = by_prefix(template_json, "AWS::Logs::LogGroup", "SmokeToolLogs")
+    assert statement["Resource"] == {"Fn::GetAtt": [log_group_id, "Arn"]}
+    assert props["LoggingConfig"]["LogGroup"] == {"Ref": log_group_id}
+    # And its ARN is the output smoke takes
+    assert template_json["Outputs"]["SmokeToolArn"]["Value"] == {"Fn::GetAtt": [smoke_id, "Arn"]}
 
 
 @pytest.mark.parametrize("spec", manifest.FUNCTIONS, ids=lambda f: f.name)
@@ -649,15 +678,17 @@ def test_act_state_maps_server_tools_whose_function_comes_from_the_step(template
         assert invoke["Parameters"]["FunctionName.$"] == "$.prepared.invoke.function"
 
 
-def test_machine_invokes_exactly_its_step_functions(template_json: Template) -> None:
-    # Given no lambdaToolArns in cdk.json: the machine may invoke its steps and no tool at all
+def test_machine_invokes_exactly_its_step_functions_and_the_smoke_tool(template_json: Template) -> None:
+    # Given no lambdaToolArns in cdk.json: the machine may invoke its steps and the stack's own
+    # smoke tool, and no other tool at all
     _, machine = one(template_json, "AWS::StepFunctions::StateMachine")
     role_id = machine["Properties"]["RoleArn"]["Fn::GetAtt"][0]
     invoke = statements_with(role_statements(template_json, role_id), "lambda:InvokeFunction")
-    assert len(invoke) == 1
+    assert len(invoke) == 2
     assert sorted(invoke[0]["Resource"], key=str) == sorted(
         ({"Fn::GetAtt": [function(template_json, f.name)[0], "Arn"]} for f in STEP_FUNCTIONS), key=str
     )
+    assert invoke[1]["Resource"] == {"Fn::GetAtt": [_smoke_tool(template_json)[0], "Arn"]}
 
 
 # -------------------------------------------------------------------------------- API
@@ -837,6 +868,7 @@ def test_outputs_name_the_endpoint_table_and_state_machine(template_json: Templa
     }
     assert outputs["TableName"]["Value"] == {"Ref": _table_id(template_json)}
     assert outputs["StateMachineArn"]["Value"] == {"Ref": _machine_id(template_json)}
+    assert outputs["SmokeToolArn"]["Value"] == {"Fn::GetAtt": [_smoke_tool(template_json)[0], "Arn"]}
 
 
 def _alarms(template_json: Template) -> list[dict[str, Any]]:

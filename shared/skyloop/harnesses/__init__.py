@@ -6,6 +6,7 @@ harness                module                                      provider
 ``openai-agents``      :mod:`skyloop.harnesses.openai_responses`   OpenAI Responses API (openai SDK)
 ``chat-completions``   :mod:`skyloop.harnesses.chat_completions`   any Chat Completions server
 ``bedrock-converse``   :mod:`skyloop.harnesses.bedrock_converse`   Amazon Bedrock Converse (boto3)
+``scripted``           :mod:`skyloop.harnesses.scripted`           a script in the agent spec (tests)
 =====================  ==========================================  =============================
 
 Each module is imported only when an agent that uses it makes a model call.
@@ -26,6 +27,7 @@ MODULES = {
     "openai-agents": "skyloop.harnesses.openai_responses",
     "chat-completions": "skyloop.harnesses.chat_completions",
     "bedrock-converse": "skyloop.harnesses.bedrock_converse",
+    "scripted": "skyloop.harnesses.scripted",
 }
 
 

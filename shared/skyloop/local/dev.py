@@ -32,6 +32,7 @@ MOTO_CONFIG: Any = {
     "core": {"passthrough": {"services": ["bedrockruntime"]}},  # models are real (or the scripted one)
 }
 TABLE_NAME = "skyloop-local"
+SMOKE_TOOL_FILE = Path(__file__).resolve().parents[1] / "tools" / "smoke_echo.py"
 OFFLINE_MODEL = "skyloop-offline"
 EXAMPLE_AGENT = "coder"
 EXAMPLE_OPENAI_MODEL = "gpt-4.1-mini"
@@ -159,7 +160,8 @@ def start(
     """Bring the stack up; ``lambda_runtime`` is ``process`` (worker processes, as Lambda) or ``thread``.
 
     ``lambda_tools`` are Python files whose ``(event, context)`` functions become local
-    Lambda functions (see :mod:`skyloop.local.lambda_tools`).
+    Lambda functions (see :mod:`skyloop.local.lambda_tools`); ``smoke_echo``
+    (:mod:`skyloop.tools.smoke_echo`) always is one.
     """
     moto_port = moto_port or free_port()
     capture_bedrock_identity()
@@ -168,6 +170,8 @@ def start(
     for path in tool_files:
         if not Path(path).is_file():
             raise SystemExit(f"--lambda-tools: no such file: {path}")
+    # `skyloop smoke`'s server tool, always there (the cloud stack deploys the same file: SmokeToolArn)
+    tool_files.insert(0, str(SMOKE_TOOL_FILE))
     os.environ["SKYLOOP_LAMBDA_TOOLS"] = os.pathsep.join(tool_files)  # read again by every environment
 
     from skyloop.local import dynamodb_process

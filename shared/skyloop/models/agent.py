@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-SUPPORTED_HARNESSES = ("openai-agents", "chat-completions", "bedrock-converse")
+SUPPORTED_HARNESSES = ("openai-agents", "chat-completions", "bedrock-converse", "scripted")
 AGENT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 
 
@@ -55,6 +55,15 @@ class AgentExecutor(BaseModel):
                 f"harness {value!r} is not supported (supported: {', '.join(SUPPORTED_HARNESSES)})"
             )
         return value
+
+    @model_validator(mode="after")
+    def _valid_script(self) -> AgentExecutor:
+        """A ``scripted`` executor's ``script`` is checked here, at registration (a 400, not a failed turn)."""
+        if self.harness == "scripted":
+            from skyloop.harnesses.scripted import validate_script  # only agents that use it import it
+
+            validate_script((self.model_extra or {}).get("script"))
+        return self
 
 
 class AgentLimits(BaseModel):

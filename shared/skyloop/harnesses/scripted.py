@@ -1,0 +1,217 @@
+"""Harness ``scripted``: a test model that answers from a script in the agent spec itself.
+
+No network, no key, no SDK: ``skyloop smoke`` registers an agent with a
+script and gets the same answers on ``skyloop dev`` and on a deployed stack,
+where a laptop's mock model cannot be reached from Lambda::
+
+    executor:
+      harness: scripted
+      model: smoke                       # any name; reported as the response's model
+      script:
+        - match: "#files"                # optional: only for inputs containing this token
+          tool_calls: [{name: Glob, arguments: {pattern: "*.py"}}]
+        - match: "#files"
+          text: "Found: {{output}}"      # {{output}}: the newest tool output the model was given
+          delay_ms: 500                  # wait before the first word (time to first token)
+          word_delay_ms: 50              # and between words (the text streams word by word)
+
+Which answer a model call gets is decided by the conversation alone, so a
+retried step answers the same:
+
+* the *input* is the newest user message;
+* the *candidates* are the answers whose ``match`` token occurs in the input
+  (the longest such token wins; on a tie the one first in the script), or,
+  when none occurs, the answers without ``match``;
+* the answer is candidate number *k*, where *k* counts the answers this script
+  already gave to that input. An answer that calls tools is followed by
+  another model call; one with only text ends the turn. So *k* is read from
+  the call ids the harness generates (``call_s<k>_<n>_<h>``, ``h`` derived
+  from the input's item id): one more than the highest *k* among the calls
+  after the input, else 0. A message posted during a turn is a new input and
+  starts again at 0.
+
+Running past the candidates fails the turn with ``model_error`` (a test wants
+to hear that its script was too short). The script is validated when the agent
+is registered (:func:`validate_script`), so a bad one is a 400 then, never a
+failed turn. This module is imported only by agents that use it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from typing import TYPE_CHECKING, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from skyloop.errors import ModelCallError
+from skyloop.harnesses.base import FunctionCall, ModelResult
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from skyloop.models.agent import AgentSpec
+    from skyloop.models.session import ClientTool, ConversationItem
+
+OUTPUT_PLACEHOLDER = "{{output}}"
+MAX_ANSWERS = 200
+MAX_DELAY_MS = 300_000  # five minutes: enough for an interrupt to land, short of any step timeout
+MAX_WORD_DELAY_MS = 10_000
+_TOOL_NAME = r"^[A-Za-z0-9_-]{1,64}$"
+_CALL_ID = re.compile(r"^call_s(\d+)_\d+_([0-9a-f]{12})$")
+_WORDS = re.compile(r"\s*\S+\s*|\s+")
+
+
+class ScriptedCall(BaseModel):
+    """One tool call of an answer; ``arguments`` may be an object or a JSON object string."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=_TOOL_NAME)
+    arguments: str = "{}"
+
+    @field_validator("arguments", mode="before")
+    @classmethod
+    def _json_object(cls, value: Any) -> str:
+        if isinstance(value, dict):
+            return json.dumps(value)
+        if isinstance(value, str):
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                raise ValueError("must be a JSON object (or a string holding one)") from None
+            if isinstance(parsed, dict):
+                return value
+        raise ValueError("must be a JSON object (or a string holding one)")
+
+
+class ScriptedAnswer(BaseModel):
+    """One answer: text and/or tool calls, for inputs containing ``match`` (or any input without it)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    match: str | None = Field(default=None, min_length=1, max_length=256)
+    text: str = Field(default="", max_length=100_000)
+    tool_calls: list[ScriptedCall] = Field(default_factory=list, max_length=16)
+    delay_ms: int = Field(default=0, ge=0, le=MAX_DELAY_MS)
+    word_delay_ms: int = Field(default=0, ge=0, le=MAX_WORD_DELAY_MS)
+
+    @model_validator(mode="after")
+    def _says_something(self) -> ScriptedAnswer:
+        if not self.text and not self.tool_calls:
+            raise ValueError("an answer needs text, tool_calls or both")
+        return self
+
+
+_SCRIPT: TypeAdapter[list[ScriptedAnswer]] = TypeAdapter(list[ScriptedAnswer])
+
+
+def validate_script(raw: Any) -> list[ScriptedAnswer]:
+    """The script of a ``scripted`` executor; ValueError names the first problems and where they are."""
+    if raw is None:
+        raise ValueError("script is required for the scripted harness (a list of answers)")
+    if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_ANSWERS:
+        raise ValueError(f"script must be a list of 1 to {MAX_ANSWERS} answers")
+    try:
+        return _SCRIPT.validate_python(raw)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors(include_url=False, include_input=False, include_context=False)[:5]:
+            where = "script" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error["loc"])
+            problems.append(f"{where}: {error['msg'].removeprefix('Value error, ')}")
+        raise ValueError("; ".join(problems)) from None
+
+
+def call_model(
+    spec: AgentSpec,
+    items: list[ConversationItem],
+    tools: list[ClientTool],  # noqa: ARG001  (the script decides; calls to tools not offered are the turn's to answer)
+    on_delta: Callable[[str], None],
+    *,
+    timeout_s: float = 600.0,
+) -> ModelResult:
+    """The scripted answer for this point of the conversation, its text streamed word by word."""
+    deadline = time.monotonic() + timeout_s
+    script = validate_script((spec.executor.model_extra or {}).get("script"))
+    answer, k, tag = choose(script, items)
+    _sleep(answer.delay_ms, deadline)
+    text = answer.text.replace(OUTPUT_PLACEHOLDER, newest_output(items)) if answer.text else ""
+    for n, word in enumerate(_WORDS.findall(text)):
+        if n and answer.word_delay_ms:
+            _sleep(answer.word_delay_ms, deadline)
+        on_delta(word)
+    calls = [
+        FunctionCall(call_id=f"call_s{k}_{n}_{tag}", name=c.name, arguments=c.arguments)
+        for n, c in enumerate(answer.tool_calls)
+    ]
+    return ModelResult(text=text, calls=calls, model=spec.executor.model)
+
+
+def choose(script: list[ScriptedAnswer], items: list[ConversationItem]) -> tuple[ScriptedAnswer, int, str]:
+    """The answer for this model call, its index among the candidates and the input's tag (see the module)."""
+    start, input_text, input_id = _input(items)
+    tag = hashlib.sha256(input_id.encode()).hexdigest()[:12]
+    found = [a.match for a in script if a.match and a.match in input_text]
+    if found:
+        token = max(found, key=len)  # max keeps the first of equal length: the earliest in the script
+        candidates = [a for a in script if a.match == token]
+        which = f"inputs containing {token!r}"
+    else:
+        candidates = [a for a in script if a.match is None]
+        which = "inputs no match token selects"
+    k = 0
+    for item in items[start:]:
+        m = _CALL_ID.match(str(item.data.get("call_id", ""))) if item.type == "function_call" else None
+        if m is not None and m.group(2) == tag:
+            k = max(k, int(m.group(1)) + 1)
+    if k >= len(candidates):
+        raise ModelCallError(
+            f"scripted: the script has no answer #{k + 1} for {which} ({len(candidates)} answer(s))",
+            code="model_error",
+        )
+    return candidates[k], k, tag
+
+
+def newest_output(items: list[ConversationItem]) -> str:
+    """The newest tool output in the conversation ("" if none): what ``{{output}}`` stands for."""
+    for item in reversed(items):
+        if item.type == "function_call_output":
+            return str(item.data.get("output", ""))
+    return ""
+
+
+def _input(items: list[ConversationItem]) -> tuple[int, str, str]:
+    """Where the newest user message is (the index after it), its text and its item id."""
+    for i in range(len(items) - 1, -1, -1):
+        item = items[i]
+        if item.type == "message" and item.data.get("role", "user") == "user":
+            content = item.data.get("content")
+            if isinstance(content, str):
+                text = content
+            else:
+                text = " ".join(str(b.get("text", "")) for b in content or [] if isinstance(b, dict))
+            return i + 1, text, item.id
+    return 0, "", ""
+
+
+def _sleep(ms: int, deadline: float) -> None:
+    """Wait as a slow model would; past the step's budget the call times out as a real one does."""
+    if ms <= 0:
+        return
+    remaining = deadline - time.monotonic()
+    if ms / 1000 > remaining:
+        time.sleep(max(0.0, remaining))
+        raise ModelCallError(
+            "scripted: the answer's delay outlasted the model call's timeout", code="model_timeout"
+        )
+    time.sleep(ms / 1000)
