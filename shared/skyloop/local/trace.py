@@ -36,7 +36,7 @@ MARKERS = (
     "response.elicitation_request",
 )
 _CONTEXT_KEY = "skyloop_trace"
-_fd: list[int] = []
+_fd: dict[str, int] = {}  # path -> this process's descriptor for it
 _current = threading.local()  # the invocation the calling thread runs
 _active: dict[str, int] = {}  # request id -> count, to attribute calls of a handler's own threads
 _lock = threading.Lock()
@@ -47,10 +47,13 @@ def enabled() -> bool:
 
 
 def _emit(record: dict[str, Any]) -> None:
-    if not _fd:
-        _fd.append(os.open(os.environ[ENV], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
+    path = os.environ.get(ENV)
+    if not path:  # turned off since (tests): the hooks stay registered and do nothing
+        return
+    if path not in _fd:
+        _fd[path] = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     record["pid"] = os.getpid()
-    os.write(_fd[0], (json.dumps(record, separators=(",", ":")) + "\n").encode())
+    os.write(_fd[path], (json.dumps(record, separators=(",", ":")) + "\n").encode())
 
 
 def install() -> None:
@@ -64,9 +67,18 @@ def install() -> None:
         return
     import botocore.handlers
 
-    for spec in (("before-parameter-build", _before_call), ("after-call", _after_call)):
+    for spec in HOOKS:
         if spec not in botocore.handlers.BUILTIN_HANDLERS:
             botocore.handlers.BUILTIN_HANDLERS.append(spec)
+
+
+def uninstall() -> None:
+    """Clients built from now on record nothing (tests)."""
+    import botocore.handlers
+
+    for spec in HOOKS:
+        while spec in botocore.handlers.BUILTIN_HANDLERS:
+            botocore.handlers.BUILTIN_HANDLERS.remove(spec)
 
 
 def _invocation() -> str | None:
@@ -77,6 +89,8 @@ def _invocation() -> str | None:
 
 
 def _before_call(model: Any, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+    if not enabled():
+        return
     body = json.dumps(params, default=str)  # about the request's size (the JSON protocols send this)
     markers = [m for m in MARKERS if m in body]
     detail = None
@@ -157,3 +171,6 @@ def wrap(function: str, handler: Callable[[Any, Any], Any]) -> Callable[[Any, An
             _emit(record)
 
     return traced
+
+
+HOOKS = (("before-parameter-build", _before_call), ("after-call", _after_call))
