@@ -38,7 +38,7 @@ MARKERS = (
 _CONTEXT_KEY = "skyloop_trace"
 _fd: dict[str, int] = {}  # path -> this process's descriptor for it
 _current = threading.local()  # the invocation the calling thread runs
-_active: dict[str, int] = {}  # request id -> count, to attribute calls of a handler's own threads
+_active: dict[str, int] = {}  # request id -> the thread running it, to attribute calls of a handler's threads
 _lock = threading.Lock()
 
 
@@ -82,9 +82,18 @@ def uninstall() -> None:
 
 
 def _invocation() -> str | None:
+    """The invocation the calling thread works for.
+
+    A thread a handler started belongs to that handler's invocation when the
+    process is a Lambda worker: one invocation at a time, run on the main
+    thread. Elsewhere (handlers run on threads of a bigger process) a thread
+    that is no handler's belongs to no invocation.
+    """
     rid = getattr(_current, "request_id", None)
-    if rid is None and len(_active) == 1:  # a thread the handler started (one invocation at a time here)
-        rid = next(iter(_active))
+    if rid is None and len(_active) == 1:
+        only, tid = next(iter(_active.items()))
+        if tid == threading.main_thread().ident:
+            rid = only
     return rid
 
 
@@ -152,7 +161,7 @@ def wrap(function: str, handler: Callable[[Any, Any], Any]) -> Callable[[Any, An
         outer = getattr(_current, "request_id", None)
         _current.request_id = rid
         with _lock:
-            _active[rid] = _active.get(rid, 0) + 1
+            _active[rid] = threading.get_ident()
         try:
             result = handler(event, context)
             record["bytes_out"] = len(json.dumps(result, default=str))
@@ -164,10 +173,7 @@ def wrap(function: str, handler: Callable[[Any, Any], Any]) -> Callable[[Any, An
             record["t1"] = time.time()
             _current.request_id = outer
             with _lock:
-                if _active.get(rid, 0) <= 1:
-                    _active.pop(rid, None)
-                else:
-                    _active[rid] -= 1
+                _active.pop(rid, None)
             _emit(record)
 
     return traced
