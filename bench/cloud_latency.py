@@ -525,6 +525,18 @@ def _assumptions(trace: lm.Trace, figures: lm.Figures, config: lm.Config) -> lis
         "      own overhead per client request and the stream's delay in showing each event the client waits for.",
         "  p99 columns add up every hop's p99: a pessimistic bound, the hops' tails rarely coincide.",
         "  cold = the first turn after idle: every environment gone, except SnapStart (restored) or pre-warmed ones.",
+    ]
+    calls = [c for t in trace.turns for c in t.sdk_calls if c.inv]
+    if calls:
+        req, resp = max(c.req_bytes for c in calls), max(c.resp_bytes for c in calls)
+        out.append(
+            f"  largest SDK request / response in a handler: {req:,} / {resp:,} bytes (sizes are not priced)"
+        )
+    out += [
+        "  not modeled: a cold environment's lazy first-invocation work (boto3 clients built on first use, a",
+        "      harness imported on the first model call: the local fork server preloads both, so no trace shows",
+        "      it); retries and throttling; the stream's idle backoff (SKYLOOP_POLL_IDLE_S) before it has seen",
+        "      the turn start; CloudFront and the client's own network.",
         "",
     ]
     return out
