@@ -533,10 +533,10 @@ def _assumptions(trace: lm.Trace, figures: lm.Figures, config: lm.Config) -> lis
             f"  largest SDK request / response in a handler: {req:,} / {resp:,} bytes (sizes are not priced)"
         )
     out += [
-        "  not modeled: a cold environment's lazy first-invocation work (boto3 clients built on first use, a",
-        "      harness imported on the first model call: the local fork server preloads both, so no trace shows",
-        "      it); retries and throttling; the stream's idle backoff (SKYLOOP_POLL_IDLE_S) before it has seen",
-        "      the turn start; CloudFront and the client's own network.",
+        "  not modeled: a cold environment's lazy first-invocation work (boto3 clients built and caches such as",
+        "      the agent's filled on first use, a harness imported on the first model call: the local fork server",
+        "      preloads and warms these, so no trace shows them); retries and throttling; the stream's idle",
+        "      backoff (SKYLOOP_POLL_IDLE_S) before it has seen the turn start; CloudFront, the client's network.",
         "",
     ]
     return out
