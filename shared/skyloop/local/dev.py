@@ -187,13 +187,14 @@ def start(
     from moto.server import ThreadedMotoServer
 
     from skyloop import deps, manifest, mockllm
-    from skyloop.local import aws_shortcut, lambda_hook, moto_core, moto_dynamodb, moto_stepfunctions
+    from skyloop.local import aws_shortcut, lambda_hook, moto_core, moto_dynamodb, moto_stepfunctions, trace
     from skyloop.local.gateway import create_gateway
     from skyloop.local.lambda_runtime import ProcessRuntime, dispatch_aws
     from skyloop.local.resources import bootstrap
     from skyloop.store import notifier
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    trace.install()  # only with SKYLOOP_LOCAL_TRACE set (bench/cloud_latency.py): before any client exists
     mock_aws(config=MOTO_CONFIG).start()  # in-process AWS for the whole process, for its lifetime
     moto_core.install()
     moto_core.skip_signing()

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from skyloop import manifest
+from skyloop.local import trace
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -49,7 +50,7 @@ def handler_for(function_name: str) -> Callable[[dict[str, Any], Any], Any]:
             raise KeyError(
                 f"no local Lambda function '{function_name}' (is its file given to --lambda-tools?)"
             )
-        return tool
+        return trace.wrap(function_name, tool)
     name = function_name.removeprefix(FUNCTION_PREFIX)
     with _load_lock:
         if name not in _handlers:
@@ -61,7 +62,7 @@ def handler_for(function_name: str) -> Callable[[dict[str, Any], Any], Any]:
             module = importlib.util.module_from_spec(loader)
             loader.loader.exec_module(module)
             _handlers[name] = getattr(module, spec.handler.rsplit(".", 1)[1])
-        return _handlers[name]
+        return trace.wrap(name, _handlers[name])  # the handler itself unless SKYLOOP_LOCAL_TRACE is set
 
 
 def error_envelope(error_type: str, message: str, trace: list[str] | None = None) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from botocore.awsrequest import AWSResponse, HeadersDict
 import skyloop.api.app
 import skyloop.harnesses.openai_responses
 import skyloop.turns.steps  # noqa: F401
-from skyloop.local import aws_shortcut, dynamodb_process, moto_core
+from skyloop.local import aws_shortcut, dynamodb_process, moto_core, trace
 from skyloop.local.handlers import LocalContext, error_envelope, handler_for
 from skyloop.local.lambda_runtime import name_process
 from skyloop.store import notifier
@@ -49,6 +49,7 @@ def preload() -> None:
     from skyloop import deps, manifest
     from skyloop.local.handlers import handler_for
 
+    trace.install()  # with SKYLOOP_LOCAL_TRACE set: before any client exists (they copy the hooks)
     botocore.handlers.BUILTIN_HANDLERS.append(("before-send", _forward))
     aws_shortcut.install(_send)
     moto_core.skip_signing()
