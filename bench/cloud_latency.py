@@ -402,7 +402,10 @@ LOADER = (
 )
 IMPORT_TIME_JSON = RESULTS / "import_time.json"
 SNAPSTART_FIELDS = ("snapstart", "snap_start")
-PREWARM_FIELDS = ("prewarm", "pre_warm", "prewarmed", "keep_warm", "provisioned_concurrency")
+PREWARM_FIELDS = ("pre_warm", "prewarmed", "keep_warm", "provisioned_concurrency")
+# What a warmer's first request plus the next hop take before the warmed function is invoked (the API's
+# reads, append and StartExecution, then the execution's start): the time a warm-up has to finish in.
+HANDLER_BEFORE_NEXT_MS = 80.0
 
 
 def _best_s(cmd: list[str], runs: int, env: dict[str, str]) -> float:
@@ -463,12 +466,31 @@ def load_config(trace: lm.Trace) -> lm.Config:
     notes = [f"stream poll while a turn runs: {poll:g} s (Settings.poll_busy_s default, SKYLOOP_POLL_BUSY_S)"]
     functions: dict[str, lm.FunctionConfig] = {}
     missing: set[str] = set()
+    # skyloop.prewarm: a manifest entry's ``prewarm`` names the functions it warms as it cold-starts
+    warmers = {
+        target: [s.name for s in manifest.FUNCTIONS if target in getattr(s, "prewarm", ())]
+        for target in {t for s in manifest.FUNCTIONS for t in getattr(s, "prewarm", ())}
+    }
     for spec in manifest.FUNCTIONS:
-        snap, warm = _flag(spec, SNAPSTART_FIELDS), _flag(spec, PREWARM_FIELDS)
+        snap = _flag(spec, SNAPSTART_FIELDS)
+        warm: bool | None = spec.name in warmers if hasattr(spec, "prewarm") else _flag(spec, PREWARM_FIELDS)
         if snap is None:
             missing.add("SnapStart (" + "/".join(SNAPSTART_FIELDS) + ")")
         if warm is None:
             missing.add("pre-warm / provisioned concurrency (" + "/".join(PREWARM_FIELDS) + ")")
+        if warm:
+            mine, theirs = trace.init_ms.get(spec.name), [trace.init_ms.get(w) for w in warmers[spec.name]]
+            known = [x for x in theirs if x is not None]
+            verdict = (
+                "holds"
+                if mine is not None and known and mine <= min(known) + HANDLER_BEFORE_NEXT_MS
+                else "NOT assured"
+            )
+            notes.append(
+                f"{spec.name} is pre-warmed by {', '.join(warmers[spec.name])} as they cold-start (skyloop.prewarm): "
+                f"its init ({mine} ms) must end before the warmer's init ({min(known) if known else '?'} ms) plus "
+                f"~{HANDLER_BEFORE_NEXT_MS:g} ms of its request and the next hop: {verdict}"
+            )
         functions[spec.name] = lm.FunctionConfig(
             memory_mb=spec.memory_mb,
             snapstart=bool(snap),

@@ -81,7 +81,9 @@ def _lambda_environment(
     """The function's variables from the template (references as placeholders), plus Lambda's own."""
     variables = function(synth.template, spec.name)[1]["Properties"]["Environment"]["Variables"]
     env = {k: v if isinstance(v, str) else f"placeholder-{k.lower()}" for k, v in variables.items()}
-    env.pop("SKYLOOP_PREWARM", None)  # an import test: no warm-up invocations (tests/integration/test_prewarm)
+    env.pop(
+        "SKYLOOP_PREWARM", None
+    )  # an import test: no warm-up invocations (tests/integration/test_prewarm)
     if tracer:  # what -c powertoolsTracer=true sets (tests/infra/test_context.py)
         env["POWERTOOLS_TRACE_DISABLED"] = "false"
     return {
