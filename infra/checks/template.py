@@ -22,6 +22,9 @@ AWS documents them:
 * S3 bucket policy at most 20 KB (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucket-policies.html).
 * Step Functions: the definition after ``DefinitionSubstitutions`` (``infra.checks.asl``).
 * Physical names: ``infra.checks.names``.
+* CloudFormation (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/cloudformation-limits.html):
+  a template of at most 1 MB from S3 (the service answers "Template may not exceed 1000000 bytes
+  in size", so 1,000,000), 500 resources, 200 outputs, 200 parameters, a 1,024-byte description.
 """
 
 from __future__ import annotations
@@ -57,6 +60,9 @@ IAM_MANAGED_MAX = 6_144
 IAM_TRUST_MAX = 2_048
 IAM_MANAGED_PER_ROLE = 10
 S3_BUCKET_POLICY_MAX = 20_480
+CFN_TEMPLATE_MAX = 1_000_000
+CFN_COUNTS = {"Resources": 500, "Outputs": 200, "Parameters": 200}
+CFN_DESCRIPTION_MAX = 1_024
 MIB = 1 << 20
 
 
@@ -107,15 +113,23 @@ def stack_templates(outdir: Path) -> dict[str, dict[str, Any]]:
 def check_assembly(outdir: Path) -> list[Finding]:
     """Every check over every stack of a synthesized cloud assembly (``cdk.out``)."""
     assets = asset_paths(outdir)
+    manifest = json.loads((outdir / "manifest.json").read_text())
     out = []
     for name, template in stack_templates(outdir).items():
-        out += [f.within(name) for f in check_template(template, assets)]
+        size = (outdir / manifest["artifacts"][name]["properties"]["templateFile"]).stat().st_size
+        out += [f.within(name) for f in check_template(template, assets, template_bytes=size)]
     return out
 
 
-def check_template(template: dict[str, Any], assets: dict[str, Path]) -> list[Finding]:
+def check_template(
+    template: dict[str, Any], assets: dict[str, Path], *, template_bytes: int | None = None
+) -> list[Finding]:
+    """Every check over one template; ``template_bytes`` is the file's size (else estimated as CDK writes it)."""
     wc = WorstCase(template)
+    if template_bytes is None:
+        template_bytes = len(json.dumps(template, indent=1).encode())
     return [
+        *cloudformation_limits(template, template_bytes),
         *lambda_code_size(template, assets, wc),
         *lambda_environment(template, wc),
         *lambda_settings(template),
@@ -137,6 +151,37 @@ def resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
 
 def _unknown(logical_id: str, exc: Unestimable) -> Finding:
     return Finding(rule="estimate/unknown", resource=logical_id, message=str(exc))
+
+
+# ---------------------------------------------------------------- CloudFormation
+def cloudformation_limits(template: dict[str, Any], template_bytes: int) -> list[Finding]:
+    out = []
+    if template_bytes > CFN_TEMPLATE_MAX:
+        out.append(
+            Finding(
+                rule="cfn/template-size",
+                resource="template",
+                message=f"{template_bytes:,} bytes; CloudFormation takes at most {CFN_TEMPLATE_MAX:,}",
+            )
+        )
+    for section, limit in CFN_COUNTS.items():
+        count = len(template.get(section, {}))
+        if count > limit:
+            out.append(
+                Finding(
+                    rule="cfn/count", resource=section, message=f"{count} {section.lower()}; at most {limit}"
+                )
+            )
+    description = template.get("Description", "")
+    if len(description.encode()) > CFN_DESCRIPTION_MAX:
+        out.append(
+            Finding(
+                rule="cfn/description",
+                resource="template",
+                message=f"Description of {len(description.encode()):,} bytes; at most {CFN_DESCRIPTION_MAX:,}",
+            )
+        )
+    return out
 
 
 # ---------------------------------------------------------------- Lambda

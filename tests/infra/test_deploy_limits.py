@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from infra import constants as C
-from infra.checks import check_assembly, check_template
+from infra.checks import asl, check_assembly, check_template
 from infra.checks import intrinsics as I
 from infra.checks import names as N
 from infra.checks import template as T
@@ -456,11 +456,17 @@ def _machine(cfn: Template) -> dict[str, Any]:
 
 
 def test_the_definition_is_checked_after_substitution(cfn: Template, assets: dict[str, Path]) -> None:
-    # Given a definition whose text is small but one substitution value is over 1 MB
+    # Given a definition of about 300 KB whose placeholders, substituted with function ARNs at their
+    # worst case, bring it over 1 MB
     machine = _machine(cfn)
     key = next(iter(machine["DefinitionSubstitutions"]))
-    machine["DefinitionSubstitutions"][key] = "f" * 1_048_577
-    assert len(machine["DefinitionString"].encode()) < 1_048_576 // 10
+    arn = I.WorstCase(cfn).string(machine["DefinitionSubstitutions"][key])
+    placeholder = "${" + key + "}"
+    copies = asl.MAX_DEFINITION_BYTES // len(arn) + 1
+    definition = json.loads(machine["DefinitionString"])
+    definition["Comment"] += placeholder * copies
+    machine["DefinitionString"] = json.dumps(definition)
+    assert len(machine["DefinitionString"].encode()) < asl.MAX_DEFINITION_BYTES / 3
     findings = check_template(cfn, assets)
     assert rules(findings) == {"asl/size"}
     assert findings[0].resource.startswith(one(cfn, "AWS::StepFunctions::StateMachine")[0])
@@ -472,6 +478,33 @@ def test_the_definition_rules_run_on_the_template(cfn: Template, assets: dict[st
     definition["States"]["CallModel"]["Next"] = "NoSuchState"
     machine["DefinitionString"] = json.dumps(definition)
     assert rules(check_template(cfn, assets)) == {"asl/next-missing"}
+
+
+# ---------------------------------------------------------------- CloudFormation
+def test_the_template_file_is_measured(synth: Synth, assets: dict[str, Path]) -> None:
+    size = synth.template_path.stat().st_size
+    assert T.CFN_TEMPLATE_MAX // 20 < size < T.CFN_TEMPLATE_MAX  # checked for real, well within
+    assert rules(check_template(synth.template, assets, template_bytes=T.CFN_TEMPLATE_MAX + 1)) == {
+        "cfn/template-size"
+    }
+
+
+def test_a_template_over_1_mb(cfn: Template, assets: dict[str, Path]) -> None:
+    one(cfn, "AWS::DynamoDB::Table")[1]["Metadata"] = {"padding": "m" * T.CFN_TEMPLATE_MAX}
+    assert rules(check_template(cfn, assets)) == {"cfn/template-size"}
+
+
+def test_more_than_500_resources(cfn: Template, assets: dict[str, Path]) -> None:
+    for i in range(T.CFN_COUNTS["Resources"] - len(cfn["Resources"])):
+        cfn["Resources"][f"Topic{i}"] = {"Type": "AWS::SNS::Topic", "Properties": {}}
+    assert check_template(cfn, assets) == []
+    cfn["Resources"]["OneTooMany"] = {"Type": "AWS::SNS::Topic", "Properties": {}}
+    assert rules(check_template(cfn, assets)) == {"cfn/count"}
+
+
+def test_a_description_over_1024_bytes(cfn: Template, assets: dict[str, Path]) -> None:
+    cfn["Description"] = "d" * 1025
+    assert rules(check_template(cfn, assets)) == {"cfn/description"}
 
 
 # ---------------------------------------------------------------- wiring: synth refuses
