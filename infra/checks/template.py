@@ -205,14 +205,15 @@ def unzipped_size(path: Path) -> int:
 def lambda_code_size(template: dict[str, Any], assets: dict[str, Path], wc: WorstCase) -> list[Finding]:
     """Each function's code and its layers, unzipped, within 262,144,000 bytes."""
     layers = resources(template, "AWS::Lambda::LayerVersion")
+    measure = _Measure(assets)
     out = []
     for lid, props in resources(template, "AWS::Lambda::Function").items():
         if "ImageUri" in props.get("Code", {}):
             continue  # container images have their own 10 GB limit and no layers
         parts: list[tuple[str, int]] = []
         problems: list[Finding] = []
-        for what, measured in [("code", _code_size(props.get("Code", {}), assets))] + [
-            (f"layer {i}", _layer_size(layer, layers, assets, wc))
+        for what, measured in [("code", measure.code(props.get("Code", {})))] + [
+            (f"layer {i}", measure.layer(layer, layers, wc))
             for i, layer in enumerate(props.get("Layers", []))
         ]:
             if isinstance(measured, int):
@@ -236,28 +237,35 @@ def lambda_code_size(template: dict[str, Any], assets: dict[str, Path], wc: Wors
     return out
 
 
-def _code_size(code: dict[str, Any], assets: dict[str, Path]) -> int | str:
-    if isinstance(code.get("ZipFile"), str):
-        return len(code["ZipFile"].encode())
-    key = code.get("S3Key")
-    if isinstance(key, str) and key in assets:
-        return unzipped_size(assets[key])
-    return f"no staged asset for {json.dumps(code)[:200]} in the cloud assembly"
+class _Measure:
+    """Unzipped sizes of staged assets, each measured once per check (a layer is shared by every function)."""
 
+    def __init__(self, assets: dict[str, Path]) -> None:
+        self.assets = assets
+        self.sizes: dict[Path, int] = {}
 
-def _layer_size(
-    layer: Any, layers: dict[str, dict[str, Any]], assets: dict[str, Path], wc: WorstCase
-) -> int | str:
-    if isinstance(layer, dict) and layer.get("Ref") in layers:
-        return _code_size(layers[layer["Ref"]].get("Content", {}), assets)
-    try:
-        arn = wc.string(layer)
-    except Unestimable as exc:
-        return str(exc)
-    for allowance in EXTERNAL_LAYERS:
-        if allowance.arn.fullmatch(arn):
-            return allowance.size
-    return f"{arn}: an external layer without a size allowance (add it to EXTERNAL_LAYERS with its size)"
+    def code(self, code: dict[str, Any]) -> int | str:
+        if isinstance(code.get("ZipFile"), str):
+            return len(code["ZipFile"].encode())
+        key = code.get("S3Key")
+        if not (isinstance(key, str) and key in self.assets):
+            return f"no staged asset for {json.dumps(code)[:200]} in the cloud assembly"
+        path = self.assets[key]
+        if path not in self.sizes:
+            self.sizes[path] = unzipped_size(path)
+        return self.sizes[path]
+
+    def layer(self, layer: Any, layers: dict[str, dict[str, Any]], wc: WorstCase) -> int | str:
+        if isinstance(layer, dict) and layer.get("Ref") in layers:
+            return self.code(layers[layer["Ref"]].get("Content", {}))
+        try:
+            arn = wc.string(layer)
+        except Unestimable as exc:
+            return str(exc)
+        for allowance in EXTERNAL_LAYERS:
+            if allowance.arn.fullmatch(arn):
+                return allowance.size
+        return f"{arn}: an external layer without a size allowance (add it to EXTERNAL_LAYERS with its size)"
 
 
 def environment_size(variables: dict[str, str]) -> int:

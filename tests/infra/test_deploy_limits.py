@@ -160,7 +160,7 @@ def test_the_web_adapter_layer_counts_with_its_allowance(cfn: Template, assets: 
     lid, _ = function(cfn, "stream")
     layers = props(cfn, lid)["Layers"]
     adapter = I.WorstCase(cfn).string(layers[1])
-    assert T._layer_size(layers[1], {}, assets, I.WorstCase(cfn)) == 16 * T.MIB, adapter
+    assert T._Measure(assets).layer(layers[1], {}, I.WorstCase(cfn)) == 16 * T.MIB, adapter
 
 
 def test_an_external_layer_without_an_allowance_is_reported(cfn: Template, assets: dict[str, Path]) -> None:
