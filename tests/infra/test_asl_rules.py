@@ -445,11 +445,18 @@ def test_a_malformed_jsonata_expression(definition: Definition) -> None:
     assert check(definition) == {"asl/jsonata"}
 
 
-def test_a_jsonata_machine_cannot_switch_a_state_back(definition: Definition) -> None:
-    definition["QueryLanguage"] = "JSONata"
+def test_an_unknown_query_language(definition: Definition) -> None:
     _, _, state = find(definition, "Succeed state", lambda b: b["Type"] == "Succeed")
-    state["QueryLanguage"] = "JSONPath"
-    assert "asl/jsonata" in check(definition)
+    state["QueryLanguage"] = "JsonPath"
+    assert check(definition) == {"asl/jsonata"}
+
+
+def test_a_jsonata_machine_cannot_switch_a_state_back() -> None:
+    # (a JSONata machine of one state: turning the real one to JSONata breaks every state)
+    machine = {"QueryLanguage": "JSONata", "StartAt": "A", "States": {"A": {"Type": "Succeed"}}}
+    assert check(machine) == set()
+    machine["States"]["A"]["QueryLanguage"] = "JSONPath"
+    assert check(machine) == {"asl/jsonata"}
 
 
 # ---------------------------------------------------------------- size
