@@ -29,6 +29,7 @@ AWS documents them:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -359,8 +360,9 @@ process.stdin.on('data', (d) => (code += d)).on('end', () => {
 """
 
 
+@functools.lru_cache(maxsize=32)
 def javascript_error(code: str) -> str | None:
-    """None when ``node`` parses the code and finds ``handler``, else why not."""
+    """None when ``node`` parses the code and finds ``handler``, else why not (one node run per code)."""
     node = shutil.which("node")
     if node is None:
         return "node is not installed (the CDK needs it anyway): the code could not be checked"
