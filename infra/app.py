@@ -5,6 +5,11 @@ Offline and without Docker. Context switches (``cdk.json`` or ``-c``): ``prod``,
 ``bedrockModelArns``, ``lambdaToolArns``, ``cognito`` or ``jwtIssuer``/``jwtAudience``/``jwtJwksUrl``,
 ``jwtAuthorizerOnApi``, ``quotaRunningTurns``/``quotaTurnsPerMinute``/``quotaSessions``,
 ``outboundAllow`` (see ``docs/deploy.md``).
+
+Right after synth, ``infra.checks`` runs over the cloud assembly: anything AWS
+would refuse at deploy or call time (state machine rules, Lambda and CloudFront
+limits, name lengths, policy sizes) is listed and the app exits 1, so ``make
+synth``, ``cdk synth`` and ``cdk deploy`` stop before AWS sees it.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ os.environ.setdefault("CDK_VALIDATION", "false")
 import aws_cdk as cdk  # noqa: E402
 
 from infra import constants as C  # noqa: E402
+from infra.checks import check_assembly, format_findings  # noqa: E402
 from infra.stack import SkyloopStack, attach_nag  # noqa: E402
 
 
@@ -56,5 +62,18 @@ def build_app(outdir: str | None = None, context: dict[str, object] | None = Non
     return app
 
 
+def check(outdir: Path) -> int:
+    """The exit status after ``infra.checks`` over a synthesized assembly; the findings go to stderr."""
+    findings = check_assembly(outdir)
+    if not findings:
+        return 0
+    print(format_findings(findings), file=sys.stderr)
+    print(
+        f"synth stops here: AWS would refuse {outdir} (docs/deploy.md, 'What synth checks before AWS sees it')",
+        file=sys.stderr,
+    )
+    return 1
+
+
 if __name__ == "__main__":
-    build_app().synth()
+    sys.exit(check(Path(build_app().synth().directory)))

@@ -4,7 +4,10 @@ moto runs definitions that AWS refuses (it never checked that state names are
 unique across Map and Parallel bodies, and the first ``cdk deploy`` failed on
 that). ``make test`` installs asl-validator from ``package-lock.json`` and this
 module runs it over the definition both stacks use, rendered with real-looking
-ARNs, and over planted defects to show that it would notice.
+ARNs, over the definition the synthesized template hands CreateStateMachine (its
+substitutions at their worst case, as ``infra.checks`` measures it), and over planted
+defects to show that it would notice. ``test_asl_rules.py`` runs our own checks of
+the rules asl-validator does not know.
 """
 
 from __future__ import annotations
@@ -14,11 +17,16 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from infra.checks.intrinsics import WorstCase
+from infra.checks.template import rendered_definition
 from skyloop import manifest
+
+if TYPE_CHECKING:
+    from tests.infra.conftest import Synth
 
 ROOT = Path(__file__).resolve().parents[2]
 VALIDATOR = ROOT / "node_modules" / "asl-validator" / "dist" / "bin" / "asl-validator.js"
@@ -51,6 +59,17 @@ def asl_validator(definition: dict[str, Any], tmp_path: Path) -> tuple[int, str]
 
 def test_the_turn_machine_passes_asl_validator(tmp_path: Path) -> None:
     code, report = asl_validator(rendered(), tmp_path)
+    assert code == 0, report
+
+
+def test_the_synthesized_definition_passes_asl_validator(synth: Synth, tmp_path: Path) -> None:
+    template = synth.template
+    (machine,) = [
+        r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::StepFunctions::StateMachine"
+    ]
+    code, report = asl_validator(json.loads(rendered_definition(machine, WorstCase(template))), tmp_path)
     assert code == 0, report
 
 
