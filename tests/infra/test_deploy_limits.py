@@ -475,7 +475,7 @@ def test_the_definition_is_checked_after_substitution(cfn: Template, assets: dic
 def test_the_definition_rules_run_on_the_template(cfn: Template, assets: dict[str, Path]) -> None:
     machine = _machine(cfn)
     definition = json.loads(machine["DefinitionString"])
-    definition["States"]["CallModel"]["Next"] = "NoSuchState"
+    definition["States"]["AwaitClient"]["Next"] = "NoSuchState"  # nothing else becomes unreachable
     machine["DefinitionString"] = json.dumps(definition)
     assert rules(check_template(cfn, assets)) == {"asl/next-missing"}
 
@@ -546,6 +546,6 @@ def test_synth_exits_1_listing_what_aws_would_refuse(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stderr[-3000:]
     listed = [line.strip() for line in proc.stderr.splitlines() if line.strip().startswith("[")]
     assert len(listed) == 1, proc.stderr[-3000:]
-    assert listed[0].startswith("[iam/managed-policy-size] Skyloop FunctionsCallModelRoleOverflowPolicy")
+    assert listed[0].startswith("[iam/managed-policy-size] Skyloop FunctionsTurnRoleOverflowPolicy")
     assert "6,144" in listed[0]
     assert "synth stops here" in proc.stderr
