@@ -49,6 +49,9 @@ class Settings(BaseModel):
     # private, comma-separated; the local stack sets allow_loopback.
     outbound_allow: str = Field(default="", alias="SKYLOOP_OUTBOUND_ALLOW")
     outbound_allow_loopback: bool = Field(default=False, alias="SKYLOOP_OUTBOUND_ALLOW_LOOPBACK")
+    # How long a model step that asked for client tools waits for their outputs itself (publishing the
+    # calls, polling the turn) before the turn parks on a task token; 0: park at once (skyloop.turns.hot_wait).
+    hot_wait_s: float = Field(default=10.0, ge=0, le=60, alias="SKYLOOP_HOT_WAIT_S")
     # Functions to warm as this one cold-starts (comma-separated names; read by skyloop.prewarm itself,
     # before anything else is imported, and listed here so every SKYLOOP_ variable has one home).
     prewarm: str = Field(default="", alias="SKYLOOP_PREWARM")

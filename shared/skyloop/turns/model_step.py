@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from skyloop import events as ev
 from skyloop.errors import ModelCallError, NotFoundError
@@ -56,8 +57,14 @@ def run(
     timeout_s: float,
     report_usage: UsageReport = None,
     catalog: Catalog | None = None,
+    publish_waits: bool = False,
 ) -> TurnState:
     """The CallModel step for an active turn (the caller read ``session`` and ``turn`` and checked it is).
+
+    ``publish_waits``: when the model asks only for client tools, publish them
+    as ``action_required`` in the result's own append (the caller then waits for
+    their outputs itself, :mod:`skyloop.turns.hot_wait`), claiming the key the
+    parking step publishes under, so parking later publishes nothing twice.
 
     The model is offered the message's client tools and the agent's server
     tools (``catalog``); what it calls decides where the turn goes next.
@@ -78,9 +85,10 @@ def run(
     cutoff = session.last_seq
     items = store.list_items(state.session_id, through_seq=cutoff)
     consumed = max(state.consumed_seq, session.input_seq)
-    attempt = claim_attempt(store, state, chain)
-
     _check_endpoint(agent.spec)
+    # The attempt is numbered while the model call starts (a write the model's time hides); the first
+    # streamed batch, or the result, waits for it (a retry's announcement precedes its text).
+    attempt = background(claim_attempt, store, state, chain)
     deltas = DeltaWriter(store, state, attempt, chain)
     try:
         offered = turn.tools + (catalog.definitions() if catalog else [])
@@ -89,6 +97,8 @@ def run(
     except ModelCallError as exc:
         deltas.flush()
         raise TurnError(exc.error_code, exc.message) from exc
+    finally:
+        attempt.result()  # no append of this step may overlap the attempt's claim
 
     batch = lifecycle.turn_append(state, result_key)
     deltas.finish(batch, result.text, len(result.calls))
@@ -123,6 +133,8 @@ def run(
     if calls and iteration >= state.max_iterations:
         raise TurnError("max_iterations", f"the turn reached its limit of {state.max_iterations} model calls")
     batch.new_calls = calls
+    if publish_waits and nxt == "await_client":
+        publish_client_calls(batch, calls, agent.name, lifecycle.await_key(state.response_id, i))
     tokens = Usage.of(result.usage)
     batch.decision = TurnDecision(
         response_id=state.response_id,
@@ -142,12 +154,21 @@ def run(
         update={
             "next": "stop" if finished else nxt,
             "finished": finished,
+            "wait_timeout_s": state.client_tool_timeout_s,
             "iteration": iteration,
             "consumed_seq": consumed,
             "last_seq": chain.seq,
             **route,
         }
     )
+
+
+def publish_client_calls(batch: Append, calls: list[PendingCall], agent_name: str, await_key: str) -> None:
+    """The open client calls as ``action_required`` in the result's append, under the parking step's key too."""
+    for call in calls:
+        if call.output is None and call.kind == "client":
+            batch.event(ev.RESPONSE_ITEM_DONE, lifecycle.call_event(call, "action_required", agent_name))
+    batch.claims.append(await_key)
 
 
 def finish_with_result(
@@ -332,15 +353,36 @@ def record_outputs(
     return store.get_session(state.session_id)
 
 
+_POOL: ThreadPoolExecutor | None = None
+
+
+T = TypeVar("T")
+
+
+def background(fn: Callable[..., T], *args: Any) -> Future[T]:
+    """Run ``fn`` on the step's small pool (the Lambda's own process: one turn at a time)."""
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="skyloop-step")
+    return _POOL.submit(fn, *args)
+
+
 class DeltaWriter:
-    """Batches streamed text into appends so viewers see tokens live at a bounded write rate."""
+    """Batches streamed text into appends so viewers see tokens live at a bounded write rate.
+
+    ``attempt`` may still be being claimed (a future): the first batch waits for it.
+    """
 
     def __init__(
-        self, store: Store, state: TurnState, attempt: int = 0, chain: lifecycle.SeqChain | None = None
+        self,
+        store: Store,
+        state: TurnState,
+        attempt: int | Future[int] = 0,
+        chain: lifecycle.SeqChain | None = None,
     ) -> None:
         self.store = store
         self.state = state
-        self.attempt = attempt
+        self._attempt = attempt
         self.chain = chain or lifecycle.SeqChain(None)
         self.buffer: list[str] = []
         self.batches = 0
@@ -377,6 +419,10 @@ class DeltaWriter:
                 batch.event(
                     ev.RESPONSE_TEXT_DELTA, ev.text_delta(rest or text, response_id=self.state.response_id)
                 )
+
+    @property
+    def attempt(self) -> int:
+        return self._attempt if isinstance(self._attempt, int) else self._attempt.result()
 
     def _flush_locked(self) -> None:
         self.last_flush = time.monotonic()
