@@ -25,6 +25,14 @@ class FunctionSpec(BaseModel):
     asl_key: str | None = None  # the ${...FunctionArn} placeholder in the ASL file
     streaming: bool = False  # served through the Lambda Web Adapter on a function URL
     scheduled: bool = False  # run on a schedule (EventBridge in the cloud, a thread locally), not by the ASL
+    # cloud only: the live channel's WebSocket routes and the table stream's fan-out; the local stack
+    # serves the same protocol in its own process (skyloop.live.local) and creates no function for them
+    cloud_only: bool = False
+
+    @property
+    def local(self) -> bool:
+        """Whether the local stack creates it as a moto Lambda function (streaming: mounted as ASGI)."""
+        return not (self.streaming or self.cloud_only)
 
     @property
     def code_dir(self) -> Path:
@@ -85,6 +93,20 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
     ),
     FunctionSpec(
         name="fail_turn", memory_mb=256, timeout_s=30, asl_key="FailTurn", description="Turn step: fail"
+    ),
+    FunctionSpec(
+        name="live",
+        memory_mb=256,
+        timeout_s=60,  # a subscribe may replay a long log (API Gateway stops waiting after 29 s; posts go on)
+        cloud_only=True,
+        description="Live channel: WebSocket $connect, $disconnect and frames (auth, subscribe, replay)",
+    ),
+    FunctionSpec(
+        name="push_fanout",
+        memory_mb=256,
+        timeout_s=60,
+        cloud_only=True,
+        description="Live channel: new events from the table stream, posted to their subscribers",
     ),
     FunctionSpec(
         name="reconcile_turns",

@@ -49,6 +49,11 @@ class Settings(BaseModel):
     # private, comma-separated; the local stack sets allow_loopback.
     outbound_allow: str = Field(default="", alias="SKYLOOP_OUTBOUND_ALLOW")
     outbound_allow_loopback: bool = Field(default=False, alias="SKYLOOP_OUTBOUND_ALLOW_LOOPBACK")
+    # The live channel (skyloop.live): the WebSocket URL /v1/info advertises to clients (a path such as
+    # /v1/live means "on this host", as the local stack serves it), and the stage's management endpoint
+    # the live and fan-out functions post through (https://<api>.execute-api.<region>.amazonaws.com/<stage>).
+    live_url: str | None = Field(default=None, min_length=1, alias="SKYLOOP_LIVE_URL")
+    live_endpoint: str | None = Field(default=None, min_length=1, alias="SKYLOOP_LIVE_ENDPOINT")
 
     @classmethod
     def from_env(cls) -> Settings:
