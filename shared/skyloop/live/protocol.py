@@ -72,7 +72,7 @@ class Auth(_Frame):
 class Subscribe(_Frame):
     action: Literal["subscribe"]
     session_id: str = Field(min_length=1, max_length=128)
-    after: int | None = Field(default=None, ge=0, le=MAX_CURSOR - 1)
+    after: int | None = Field(default=None, ge=0, le=MAX_CURSOR - 1, strict=True)  # "7" is not a cursor
 
 
 class Unsubscribe(_Frame):
