@@ -189,6 +189,9 @@ class Artifacts:
             "SKYLOOP_TABLE_NAME": self.services.table,
             "SKYLOOP_BLOB_BUCKET": self.services.bucket,
             "SKYLOOP_STATE_MACHINE_ARN": self.services.machine_arn,
+            # the live channel's stage (this turn watches over SSE; nothing posts to it)
+            "SKYLOOP_LIVE_URL": "wss://live.execute-api.us-east-1.amazonaws.com/live",
+            "SKYLOOP_LIVE_ENDPOINT": "https://live.execute-api.us-east-1.amazonaws.com/live",
         }
         env: dict[str, str] = {}
         for key, value in variables.items():

@@ -17,7 +17,7 @@ from infra import assets
 from infra import constants as C
 from infra.config import StackConfig
 from skyloop import manifest
-from tests.infra.helpers import as_list, function, one, resources, role_statements, statements_with
+from tests.infra.helpers import as_list, by_prefix, function, one, resources, role_statements, statements_with
 
 TOPIC = "arn:aws:sns:eu-west-1:123456789012:skyloop-alarms"
 ORIGINS = ("https://app.example.com", "http://localhost:5173")
@@ -160,7 +160,11 @@ def test_a_malformed_cors_origin_stops_synth(bad: str) -> None:
 
 def test_cors_on_the_http_api_allows_exactly_the_listed_origins(prod_template: dict[str, Any]) -> None:
     # Given corsOrigins with two origins
-    _, api = one(prod_template, "AWS::ApiGatewayV2::Api")
+    (api,) = [
+        a
+        for a in resources(prod_template, "AWS::ApiGatewayV2::Api").values()
+        if a["Properties"]["ProtocolType"] == "HTTP"
+    ]
     cors = api["Properties"]["CorsConfiguration"]
     # Then the HTTP API answers preflights for them, with the methods and headers the REST API uses
     assert cors["AllowOrigins"] == list(ORIGINS)
@@ -343,7 +347,9 @@ def test_jwt_authorizer_on_the_api_checks_the_same_issuer_and_audience(prod_temp
     api_env = function(prod_template, "api")[1]["Properties"]["Environment"]["Variables"]
     assert props["JwtConfiguration"]["Audience"] == [api_env["SKYLOOP_JWT_AUDIENCE"]]
     assert props["JwtConfiguration"]["Issuer"] == api_env["SKYLOOP_JWT_ISSUER"]
-    _, route = one(prod_template, "AWS::ApiGatewayV2::Route")
+    _, route = by_prefix(
+        prod_template, "AWS::ApiGatewayV2::Route", "ApiDefaultRoute"
+    )  # the HTTP API's one route
     assert route["Properties"]["AuthorizationType"] == "JWT"
 
 
