@@ -289,9 +289,10 @@ class LiveEventStream:
         while self._ws is None and not self._closed:
             pause(cursor.policy, delay)
             try:
+                # entered as a context manager (what websockets 16+ asks for); close() ends it
                 self._ws = connect(
                     self._url, open_timeout=OPEN_TIMEOUT_S, ping_interval=None, max_size=MAX_MESSAGE_BYTES
-                )
+                ).__enter__()
             except (OSError, InvalidHandshake, TimeoutError) as exc:
                 delay = cursor.closed(exc)
                 continue

@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from skyloop.store import Store
 
 log = logging.getLogger("skyloop.live")
-IDLE_WAIT_S = 60.0  # a feed wait's timeout (wake-ups end it early); nothing is sent on a timeout
+IDLE_WAIT_S = 60.0
+REPLAY_WAIT_S = 10.0  # at most this long for a new feed's first read before "subscribed" goes out  # a feed wait's timeout (wake-ups end it early); nothing is sent on a timeout
 
 
 class LocalConnection:
@@ -109,16 +110,27 @@ class LocalConnection:
             self.store, self.settings, frame.session_id, start, session.status == "running"
         )
         self.follows[frame.session_id] = asyncio.get_running_loop().create_task(
-            self.follow(frame.session_id, start, tail), name=f"live-{frame.session_id}"
+            self.follow(frame.session_id, start, tail, session.last_seq), name=f"live-{frame.session_id}"
         )
 
-    async def follow(self, session_id: str, start: int, tail: feed.FeedCursor) -> None:
+    async def follow(self, session_id: str, start: int, tail: feed.FeedCursor, head: int) -> None:
+        """Replay up to the log's end as read at subscribe time (``head``), say ``subscribed``, go live.
+
+        The session's feed may be new and not have read yet: the replay waits for
+        it to reach ``head`` (as the cloud's replay reads the log to its end).
+        """
         try:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + REPLAY_WAIT_S
             while True:  # the replay: everything after the cursor, page by page
                 page, more = await tail.next_page()
                 await self.send_events(session_id, page)
-                if not more:
+                if more:
+                    continue
+                left = deadline - loop.time()
+                if tail.cursor >= head or left <= 0:
                     break
+                await tail.wait(left)
             await self.send(protocol.subscribed(session_id, start, tail.cursor))
             while True:  # live: what each wake-up of the feed brings
                 await tail.wait(IDLE_WAIT_S)
