@@ -71,6 +71,7 @@ class LiveService:
         self, connection_id: str, body: str | bytes | None, *, remaining_s: Callable[[], float]
     ) -> None:
         """Answer one frame; a refused frame gets an ``error`` frame and changes nothing."""
+        frame: object = None
         try:
             try:
                 frame = protocol.parse(body)
@@ -83,7 +84,7 @@ class LiveService:
                 else:
                     self._send(connection_id, protocol.pong())
             except ProtocolError as refused:
-                self._send(connection_id, refused.frame())
+                self._send(connection_id, refused.frame(frame))
             except ConnectionGone:
                 raise
             except Exception:

@@ -61,6 +61,10 @@ class LocalConnection:
     async def receive(self, raw: str | bytes | None) -> None:
         try:
             frame = protocol.parse(raw)
+        except ProtocolError as refused:
+            await self.send(refused.frame())
+            return
+        try:
             if isinstance(frame, protocol.Auth):
                 self.grant = await anyio.to_thread.run_sync(
                     access.authenticate, self.store, frame.token, self.settings
@@ -76,7 +80,7 @@ class LocalConnection:
             else:
                 await self.send(protocol.pong())
         except ProtocolError as refused:
-            await self.send(refused.frame())
+            await self.send(refused.frame(frame))
 
     async def principal(self) -> Principal:
         if not self.settings.require_token:

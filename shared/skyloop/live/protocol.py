@@ -97,8 +97,11 @@ class ProtocolError(Exception):
         self.message = message
         self.session_id = session_id
 
-    def frame(self) -> dict[str, Any]:
-        return error(self.code, self.message, session_id=self.session_id)
+    def frame(self, about: object = None) -> dict[str, Any]:
+        """The ``error`` frame; it names the session of the frame it answers (``about``), if any,
+        so a client watching several sessions knows which subscription was refused."""
+        session_id = self.session_id or getattr(about, "session_id", None)
+        return error(self.code, self.message, session_id=session_id)
 
 
 def parse(raw: str | bytes | None) -> Auth | Subscribe | Unsubscribe | Ping:
