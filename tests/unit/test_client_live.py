@@ -79,6 +79,11 @@ def test_duplicates_are_dropped_and_late_ids_wait_for_the_gap_to_fill() -> None:
         c.received(event(seq))
     assert ids(drain(c)) == [1, 2, 3, 4, 5]
     assert c.last_event_id == 5
+    # And a late copy of a delivered event is forgotten at once: nothing held, no gap to heal
+    c.received(event(3))
+    assert drain(c) == []
+    assert c.pending == {}
+    assert c.gap_since is None
 
 
 def test_a_lasting_gap_resubscribes_from_the_last_delivered_id() -> None:
