@@ -50,7 +50,6 @@ MAX_CURSOR = 10**12 - 1  # sequence numbers are stored 12 digits wide
 MAX_MESSAGE_BYTES = 128 * 1024 - 512
 MAX_CLIENT_FRAME_BYTES = 32 * 1024  # API Gateway's frame size; ours are tiny
 MAX_SUBSCRIPTIONS = 100  # per connection: bounds what one connection costs to fan out and clean up
-PING_INTERVAL_S = 240.0  # the SDK's keepalive: API Gateway closes a connection idle for 10 minutes
 MAX_CONNECTION_S = 2 * 3600  # API Gateway ends every WebSocket connection after two hours
 
 ERROR_INVALID_INPUT = "invalid_input"
