@@ -81,6 +81,8 @@ def test_live_stage_throttles_and_writes_access_logs(template_json: Template) ->
         "ThrottlingBurstLimit": C.LIVE_THROTTLE_BURST,
         "ThrottlingRateLimit": C.LIVE_THROTTLE_RATE_PER_S,
     }
+    # a bound well under the account's default (10,000/s): one client cannot spend it all
+    assert 0 < C.LIVE_THROTTLE_RATE_PER_S <= C.LIVE_THROTTLE_BURST <= 1000
     log_group = stage["AccessLogSettings"]["DestinationArn"]["Fn::GetAtt"][0]
     assert template_json["Resources"][log_group]["Properties"]["RetentionInDays"] == 30
     fields = json.loads(stage["AccessLogSettings"]["Format"])
