@@ -117,4 +117,5 @@ API_ORIGIN_READ_TIMEOUT_S = 30  # the HTTP API's own integration limit
 ALARM_PERIOD_MINUTES = 5
 FUNCTION_ERRORS_THRESHOLD = 1  # any unhandled error in 5 minutes
 THROTTLES_THRESHOLD = 1
+FANOUT_ITERATOR_AGE_MS = 60_000  # the live fan-out a minute behind the table stream
 FAILED_EXECUTIONS_THRESHOLD = 1

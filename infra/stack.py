@@ -87,6 +87,7 @@ class SkyloopStack(cdk.Stack):
             table=self.data.table,
             distribution=self.edge.distribution,
             config=config,
+            live=self.live,
         )
 
         cdk.CfnOutput(self, "EndpointUrl", value=self.edge.endpoint_url, description="The one HTTPS endpoint")

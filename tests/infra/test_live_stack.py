@@ -178,3 +178,16 @@ def test_functions_know_where_to_post_and_the_api_advertises_the_url(template_js
 def test_live_access_logs_live_in_their_own_group(template_json: Template) -> None:
     _, group = by_prefix(template_json, "AWS::Logs::LogGroup", "LiveAccessLogs")
     assert group["Properties"]["RetentionInDays"] == 30
+
+
+def test_alarms_on_a_lagging_fanout_and_on_batches_it_gave_up_on(template_json: Template) -> None:
+    fanout_id, _ = function(template_json, "push_fanout")
+    queue_id, _ = one(template_json, "AWS::SQS::Queue")
+    alarms = [a["Properties"] for a in resources(template_json, "AWS::CloudWatch::Alarm").values()]
+    (lag,) = [a for a in alarms if a["MetricName"] == "IteratorAge"]
+    assert lag["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": fanout_id}}]
+    assert lag["Statistic"] == "Maximum"
+    assert lag["Threshold"] == C.FANOUT_ITERATOR_AGE_MS
+    (gave_up,) = [a for a in alarms if a["MetricName"] == "ApproximateNumberOfMessagesVisible"]
+    assert gave_up["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]
+    assert gave_up["Threshold"] == 1
