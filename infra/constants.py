@@ -131,6 +131,16 @@ EDGE_FUNCTION_NAME_MAX_LENGTH = 64
 API_THROTTLE_RATE_PER_S = 50
 API_THROTTLE_BURST = 100
 
+# ---------------------------------------------------------------- live channel (WebSocket API)
+LIVE_STAGE_NAME = "live"  # wss://<api>.execute-api.<region>.amazonaws.com/live
+LIVE_THROTTLE_RATE_PER_S = 100  # client frames (auth, subscribe, ping) per second, across connections
+LIVE_THROTTLE_BURST = 200
+# The fan-out's event source mapping on the table stream: bounded retries, then the failure queue.
+FANOUT_BATCH_SIZE = 100
+FANOUT_RETRY_ATTEMPTS = 3
+FANOUT_MAX_RECORD_AGE_S = 600  # a live event older than this is no longer worth pushing (the log has it)
+FANOUT_PARALLELIZATION = 4  # concurrent batches per shard; one session's records stay in order
+
 # ---------------------------------------------------------------- CORS (only with corsOrigins)
 # What a browser client sends and reads. Bearer tokens travel in Authorization, not cookies, so
 # credentials (cookies) stay disallowed.
@@ -155,4 +165,5 @@ API_ORIGIN_READ_TIMEOUT_S = 30  # the HTTP API's own integration limit
 ALARM_PERIOD_MINUTES = 5
 FUNCTION_ERRORS_THRESHOLD = 1  # any unhandled error in 5 minutes
 THROTTLES_THRESHOLD = 1
+FANOUT_ITERATOR_AGE_MS = 60_000  # the live fan-out a minute behind the table stream
 FAILED_EXECUTIONS_THRESHOLD = 1

@@ -27,6 +27,14 @@ class FunctionSpec(BaseModel):
     scheduled: bool = False  # run on a schedule (EventBridge in the cloud, a thread locally), not by the ASL
     # functions this one warms as its environment starts (skyloop.prewarm): what a turn needs next
     prewarm: tuple[str, ...] = ()
+    # cloud only: the live channel's WebSocket routes and the table stream's fan-out; the local stack
+    # serves the same protocol in its own process (skyloop.live.local) and creates no function for them
+    cloud_only: bool = False
+
+    @property
+    def local(self) -> bool:
+        """Whether the local stack creates it as a moto Lambda function (streaming: mounted as ASGI)."""
+        return not (self.streaming or self.cloud_only)
 
     @property
     def code_dir(self) -> Path:
@@ -70,6 +78,20 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
         timeout_s=330,  # an MCP call may take its tool's timeout (at most 300 s) plus recording
         asl_key="RunTool",
         description="Turn step: prepare and record one server tool call (runs MCP calls itself)",
+    ),
+    FunctionSpec(
+        name="live",
+        memory_mb=256,
+        timeout_s=60,  # a subscribe may replay a long log (API Gateway stops waiting after 29 s; posts go on)
+        cloud_only=True,
+        description="Live channel: WebSocket $connect, $disconnect and frames (auth, subscribe, replay)",
+    ),
+    FunctionSpec(
+        name="push_fanout",
+        memory_mb=256,
+        timeout_s=60,
+        cloud_only=True,
+        description="Live channel: new events from the table stream, posted to their subscribers",
     ),
     FunctionSpec(
         name="reconcile_turns",

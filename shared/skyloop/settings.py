@@ -55,6 +55,11 @@ class Settings(BaseModel):
     # Functions to warm as this one cold-starts (comma-separated names; read by skyloop.prewarm itself,
     # before anything else is imported, and listed here so every SKYLOOP_ variable has one home).
     prewarm: str = Field(default="", alias="SKYLOOP_PREWARM")
+    # The live channel (skyloop.live): the WebSocket URL /v1/info advertises to clients (a path such as
+    # /v1/live means "on this host", as the local stack serves it), and the stage's management endpoint
+    # the live and fan-out functions post through (https://<api>.execute-api.<region>.amazonaws.com/<stage>).
+    live_url: str | None = Field(default=None, min_length=1, alias="SKYLOOP_LIVE_URL")
+    live_endpoint: str | None = Field(default=None, min_length=1, alias="SKYLOOP_LIVE_ENDPOINT")
 
     @classmethod
     def from_env(cls) -> Settings:

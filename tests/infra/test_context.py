@@ -214,7 +214,11 @@ def test_a_malformed_cors_origin_stops_synth(bad: str) -> None:
 
 def test_cors_on_the_http_api_allows_exactly_the_listed_origins(prod_template: dict[str, Any]) -> None:
     # Given corsOrigins with two origins
-    _, api = one(prod_template, "AWS::ApiGatewayV2::Api")
+    (api,) = [
+        a
+        for a in resources(prod_template, "AWS::ApiGatewayV2::Api").values()
+        if a["Properties"]["ProtocolType"] == "HTTP"
+    ]
     cors = api["Properties"]["CorsConfiguration"]
     # Then the HTTP API answers preflights for them, with the methods and headers the REST API uses
     assert cors["AllowOrigins"] == list(ORIGINS)
@@ -408,7 +412,9 @@ def test_jwt_authorizer_on_the_api_checks_the_same_issuer_and_audience(prod_temp
     api_env = function(prod_template, "api")[1]["Properties"]["Environment"]["Variables"]
     assert props["JwtConfiguration"]["Audience"] == [api_env["SKYLOOP_JWT_AUDIENCE"]]
     assert props["JwtConfiguration"]["Issuer"] == api_env["SKYLOOP_JWT_ISSUER"]
-    _, route = one(prod_template, "AWS::ApiGatewayV2::Route")
+    _, route = by_prefix(
+        prod_template, "AWS::ApiGatewayV2::Route", "ApiDefaultRoute"
+    )  # the HTTP API's one route
     assert route["Properties"]["AuthorizationType"] == "JWT"
 
 

@@ -54,6 +54,23 @@ def _bucket_id(t: Template) -> str:
     return one(t, "AWS::S3::Bucket")[0]
 
 
+def _http_api(t: Template) -> tuple[str, dict[str, Any]]:
+    """The HTTP API (the live channel's WebSocket API is tests/infra/test_live_stack.py's)."""
+    found = {
+        k: r
+        for k, r in resources(t, "AWS::ApiGatewayV2::Api").items()
+        if r["Properties"]["ProtocolType"] == "HTTP"
+    }
+    assert len(found) == 1, sorted(found)
+    return next(iter(found.items()))
+
+
+def _of_api(t: Template, type_: str, api_id: str) -> tuple[str, dict[str, Any]]:
+    found = {k: r for k, r in resources(t, type_).items() if r["Properties"].get("ApiId") == {"Ref": api_id}}
+    assert len(found) == 1, f"expected one {type_} of {api_id}, found {sorted(found)}"
+    return next(iter(found.items()))
+
+
 def _machine_id(t: Template) -> str:
     return one(t, "AWS::StepFunctions::StateMachine")[0]
 
@@ -150,6 +167,8 @@ EXPECTED_BLOB_ACTIONS = {
     "stream": BLOB_READ,
     RECONCILER.name: BLOB_READ,
     **{name: BLOB_READ_WRITE for name in STEP_NAMES},
+    "live": BLOB_READ,  # a replayed event's payload may live in the bucket
+    "push_fanout": BLOB_READ,  # and a new one's
 }
 EXPECTED_BLOB_PREFIXES = {"api": {"sessions/", "agents/", "files/"}}
 EXPECTED_LIST_PREFIXES = {"api": ["sessions/*", "files/*"]}
@@ -444,13 +463,30 @@ EXPECTED_TABLE_ACTIONS = {
     "stream": READS,
     **{f.name: STEP_ACTIONS for f in STEP_FUNCTIONS},
     RECONCILER.name: STEP_ACTIONS,
+    # connections and subscriptions (see infra/permissions.py); never a transaction's ConditionCheckItem
+    "live": READS
+    | {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"},
+    "push_fanout": {"dynamodb:Query", "dynamodb:DeleteItem"},
+}
+# The fan-out's event source mapping reads the table's stream (tests/infra/test_live_stack.py checks them).
+STREAM_READS = {
+    "dynamodb:ListStreams",
+    "dynamodb:DescribeStream",
+    "dynamodb:GetRecords",
+    "dynamodb:GetShardIterator",
 }
 EXPECTED_INDEXES = {"api": {"by_owner", "by_agent_name"}, RECONCILER.name: {"running_sessions"}}
 
 
 def _table_statements(t: Template, name: str) -> list[dict[str, Any]]:
+    """The role's statements on the table (its stream's, granted by the event source, apart)."""
     statements = role_statements(t, _role_of(t, name))
-    return [s for s in statements if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
+    return [
+        s
+        for s in statements
+        if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))
+        and not set(as_list(s["Action"])) <= STREAM_READS
+    ]
 
 
 @pytest.mark.parametrize("spec", manifest.FUNCTIONS, ids=lambda f: f.name)
@@ -578,11 +614,13 @@ LOG_DELIVERY = {
 
 def test_wildcard_resources_carry_only_tracing_and_log_delivery(template_json: Template) -> None:
     machine_role = one(template_json, "AWS::StepFunctions::StateMachine")[1]["Properties"]["RoleArn"]
+    fanout_role = _role_of(template_json, "push_fanout")
     # Given every policy in the stack
     for policy_id, policy in resources(template_json, "AWS::IAM::Policy").items():
-        allowed = TRACING | (
-            LOG_DELIVERY if {"Ref": machine_role["Fn::GetAtt"][0]} in policy["Properties"]["Roles"] else set()
-        )
+        roles = policy["Properties"]["Roles"]
+        allowed = TRACING | (LOG_DELIVERY if {"Ref": machine_role["Fn::GetAtt"][0]} in roles else set())
+        if {"Ref": fanout_role} in roles:  # a stream event source: ListStreams takes no resource
+            allowed = allowed | {"dynamodb:ListStreams"}
         for s in policy["Properties"]["PolicyDocument"]["Statement"]:
             # Then "*" only ever carries actions that cannot be scoped
             if s["Resource"] == "*":
@@ -693,11 +731,11 @@ def test_machine_invokes_exactly_its_step_functions_and_the_smoke_tool(template_
 
 # -------------------------------------------------------------------------------- API
 def test_http_api_sends_every_route_to_the_api_function(template_json: Template) -> None:
-    api_id, api = one(template_json, "AWS::ApiGatewayV2::Api")
+    api_id, api = _http_api(template_json)
     assert api["Properties"]["ProtocolType"] == "HTTP"
-    _, route = one(template_json, "AWS::ApiGatewayV2::Route")
+    _, route = _of_api(template_json, "AWS::ApiGatewayV2::Route", api_id)
     assert route["Properties"]["RouteKey"] == "$default"
-    integration_id, integration = one(template_json, "AWS::ApiGatewayV2::Integration")
+    integration_id, integration = _of_api(template_json, "AWS::ApiGatewayV2::Integration", api_id)
     assert route["Properties"]["Target"] == {"Fn::Join": ["", ["integrations/", {"Ref": integration_id}]]}
     assert integration["Properties"]["IntegrationType"] == "AWS_PROXY"
     assert integration["Properties"]["PayloadFormatVersion"] == "2.0"
@@ -707,6 +745,7 @@ def test_http_api_sends_every_route_to_the_api_function(template_json: Template)
         p
         for p in resources(template_json, "AWS::Lambda::Permission").values()
         if p["Properties"]["Principal"] == "apigateway.amazonaws.com"
+        and {"Ref": api_id} in p["Properties"]["SourceArn"]["Fn::Join"][1]
     ]
     assert len(permission) == 1
     assert permission[0]["Properties"]["FunctionName"] == {"Fn::GetAtt": [api_fn, "Arn"]}
@@ -717,14 +756,14 @@ def test_cors_is_off_by_default(template_json: Template) -> None:
     # Given no corsOrigins in cdk.json: no browser origin is allowed anywhere
     context = json.loads((manifest.PROJECT_ROOT / "cdk.json").read_text())["context"]
     assert not context.get(C.CTX_CORS_ORIGINS)
-    _, api = one(template_json, "AWS::ApiGatewayV2::Api")
+    _, api = _http_api(template_json)
     assert "CorsConfiguration" not in api["Properties"]
     _, url = one(template_json, "AWS::Lambda::Url")
     assert "Cors" not in url["Properties"]
 
 
 def test_api_stage_throttles_and_writes_access_logs(template_json: Template) -> None:
-    _, stage = one(template_json, "AWS::ApiGatewayV2::Stage")
+    _, stage = _of_api(template_json, "AWS::ApiGatewayV2::Stage", _http_api(template_json)[0])
     props = stage["Properties"]
     assert props["StageName"] == "$default"
     assert props["AutoDeploy"] is True
@@ -800,7 +839,7 @@ def _origin(config: dict[str, Any], behavior: dict[str, Any]) -> dict[str, Any]:
 
 def test_edge_routes_streams_to_the_function_url_and_the_rest_to_the_api(template_json: Template) -> None:
     config, default, stream = _behaviors(template_json)
-    api_id, _ = one(template_json, "AWS::ApiGatewayV2::Api")
+    api_id, _ = _http_api(template_json)
     url_id, _ = one(template_json, "AWS::Lambda::Url")
     oac_id, oac = one(template_json, "AWS::CloudFront::OriginAccessControl")
     # The default behavior goes to the HTTP API's execute-api domain
@@ -869,6 +908,7 @@ def test_outputs_name_the_endpoint_table_and_state_machine(template_json: Templa
     assert outputs["TableName"]["Value"] == {"Ref": _table_id(template_json)}
     assert outputs["StateMachineArn"]["Value"] == {"Ref": _machine_id(template_json)}
     assert outputs["SmokeToolArn"]["Value"] == {"Fn::GetAtt": [_smoke_tool(template_json)[0], "Arn"]}
+    assert outputs["LiveUrl"]["Value"]["Fn::Join"][1][0] == "wss://"
 
 
 def _alarms(template_json: Template) -> list[dict[str, Any]]:

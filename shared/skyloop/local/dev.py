@@ -146,6 +146,8 @@ def configure_environment(moto_port: int) -> None:
     os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
     # the scripted model, mock servers and a user's local MCP servers live on 127.0.0.1 (skyloop.outbound)
     os.environ.setdefault("SKYLOOP_OUTBOUND_ALLOW_LOOPBACK", "true")
+    # the live channel is served on the stack's own port; /v1/info answers it with the request's host
+    os.environ["SKYLOOP_LIVE_URL"] = "/v1/live"
 
 
 def start(
@@ -225,7 +227,7 @@ def start(
     os.environ["SKYLOOP_BLOB_BUCKET"] = resources.blob_bucket
     deps.reset()
     if lambda_runtime == "process":  # started now: environments take the finished environment
-        lambda_hook.install(ProcessRuntime([f.name for f in manifest.FUNCTIONS if not f.streaming]))
+        lambda_hook.install(ProcessRuntime([f.name for f in manifest.FUNCTIONS if f.local]))
 
     _start_sweeper(float(os.environ.get("SKYLOOP_SWEEP_INTERVAL_S", "60")))
     _start_reconciler(float(os.environ.get("SKYLOOP_RECONCILE_INTERVAL_S", "60")))

@@ -1,7 +1,8 @@
-"""A small stand-in for the cloud edge: one port, the stream app and the API function.
+"""A small stand-in for the cloud edge: one port, the stream app, the live channel and the API function.
 
 ``/v1/sessions/{id}/stream`` goes straight to the stream ASGI app (moto cannot
-serve function URLs); every other request becomes an API Gateway HTTP API
+serve function URLs), the WebSocket ``/v1/live`` to the live channel's local
+endpoint (:mod:`skyloop.live.local`); every other request becomes an API Gateway HTTP API
 payload v2 event and is invoked on the API function through moto's Lambda
 (its per-function funnel, as API Gateway's integration would), which runs the
 real handler in the local Lambda runtime.
@@ -18,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from starlette.applications import Starlette
 from starlette.responses import Response
-from starlette.routing import Mount, Route
+from starlette.routing import Mount, Route, WebSocketRoute
 
+from skyloop.live.local import live_endpoint
 from skyloop.stream.app import healthz, stream_session
 
 if TYPE_CHECKING:
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 
     from starlette.requests import Request
 
+LIVE_PATH = "/v1/live"  # the live channel's WebSocket (the cloud serves it on API Gateway)
 TEXT_TYPES = ("application/json", "text/", "application/x-www-form-urlencoded")
 
 
@@ -96,6 +99,7 @@ def create_gateway(invoke_api: Callable[[bytes], tuple[bytes, bool]], *, mock_ap
     routes: list[Any] = [
         Route("/healthz", healthz),
         Route("/v1/sessions/{session_id}/stream", stream_session, methods=["GET"]),
+        WebSocketRoute(LIVE_PATH, live_endpoint),
     ]
     if mock_app is not None:
         routes.append(Mount("/_mock", app=mock_app))

@@ -55,8 +55,7 @@ def frame(payload: dict[str, Any], *, seq: int | None = None) -> str:
 
 
 def event_frame(event: StoredEvent) -> str:
-    payload = {"type": event.type, **event.data, "sequence_number": event.seq}
-    return frame(payload, seq=event.seq)
+    return frame(ev.stream_payload(event.seq, event.type, event.data), seq=event.seq)
 
 
 def parse_cursor(last_event_id: str | None, after: str | None) -> int | None:
