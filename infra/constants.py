@@ -89,6 +89,7 @@ LWA_LAYER_ACCOUNTS: dict[str, str] = {
     "cn-north-1": "041581134020",
     "cn-northwest-1": "069767869989",
 }
+CTX_STREAM_CONCURRENCY = "streamConcurrency"  # reserved concurrency of the SSE stream function (unset: none)
 CTX_LWA_LAYER_ARN = "lwaLayerArn"  # the adapter layer to use instead (a region without a published one)
 LWA_LAYER_NAME_ARM64 = "LambdaAdapterLayerArm64"
 LWA_DEFAULT_LAYER_VERSION = 25
