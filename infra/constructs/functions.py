@@ -11,7 +11,7 @@ from constructs import Construct
 
 from infra import assets, permissions
 from infra import constants as C
-from infra.constructs._common import new_log_group, pascal, removal_policy
+from infra.constructs._common import grant_arns, new_log_group, pascal, removal_policy
 from skyloop.manifest import FUNCTIONS
 
 if TYPE_CHECKING:
@@ -206,11 +206,14 @@ class Functions(Construct):
         """``bedrockModelArns``: the turn function (its model calls) may invoke exactly those models and profiles (none by default)."""
         if not config.bedrock_model_arns:
             return
-        self.by_name["turn"].add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"],
-                resources=list(config.bedrock_model_arns),
-            )
+        role = self.by_name["turn"].role
+        assert role is not None
+        grant_arns(
+            self,
+            "TurnBedrockModels",
+            role,
+            ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"],
+            list(config.bedrock_model_arns),
         )
 
     def __getitem__(self, name: str) -> lambda_.Function:
