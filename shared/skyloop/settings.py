@@ -52,6 +52,13 @@ class Settings(BaseModel):
     # Functions to warm as this one cold-starts (comma-separated names; read by skyloop.prewarm itself,
     # before anything else is imported, and listed here so every SKYLOOP_ variable has one home).
     prewarm: str = Field(default="", alias="SKYLOOP_PREWARM")
+    # OpenAI's Agents API (skyloop.openai_compat): the executor a bare model name runs on (JSON, no key),
+    # model prices for spend control (skyloop.pricing), and the API function the stream function hands
+    # requests on the OpenAI paths to (skyloop.stream.proxy). Each is read by its module; listed here so
+    # every SKYLOOP_ variable has one home.
+    default_executor: str = Field(default="", alias="SKYLOOP_DEFAULT_EXECUTOR")
+    model_prices: str = Field(default="", alias="SKYLOOP_MODEL_PRICES")
+    api_function: str = Field(default="", alias="SKYLOOP_API_FUNCTION")
 
     @classmethod
     def from_env(cls) -> Settings:

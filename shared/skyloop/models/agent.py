@@ -8,9 +8,12 @@ all: the key goes to Secrets Manager and the agent keeps the secret's name
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+if TYPE_CHECKING:
+    from skyloop.pricing import ModelPrice
 
 SUPPORTED_HARNESSES = ("openai-agents", "chat-completions", "bedrock-converse", "scripted")
 AGENT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
@@ -46,6 +49,8 @@ class AgentExecutor(BaseModel):
     # openai-agents: reasoning={"effort": ...}; chat-completions: reasoning_effort; bedrock-converse: none.
     # A session's PATCHed reasoning_effort replaces it for that session's model calls.
     reasoning_effort: str | None = Field(default=None, pattern=r"^(none|minimal|low|medium|high|xhigh|max)$")
+    # USD per million tokens, for spend control (skyloop.pricing); over the deployment's table
+    pricing: ModelPrice | None = None
 
     @field_validator("harness")
     @classmethod
