@@ -8,12 +8,11 @@ all: the key goes to Secrets Manager and the agent keeps the secret's name
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-if TYPE_CHECKING:
-    from skyloop.pricing import ModelPrice
+from skyloop.pricing import ModelPrice  # noqa: TC001  (pydantic needs it at runtime)
 
 SUPPORTED_HARNESSES = ("openai-agents", "chat-completions", "bedrock-converse", "scripted")
 AGENT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
+from skyloop.api import openapi
 from skyloop.api.body import parse_model
 from skyloop.api.routes._common import current_event, json_response, request
 
@@ -54,7 +55,7 @@ def _unsupported_segment(name: str) -> None:
 
 
 # ------------------------------------------------------------------------------ agents
-@router.post(P)
+@openapi.operation(router, "POST", P, summary="OpenAI Agents API: create an agent", status=200)
 def create_agent() -> Response:
     from skyloop.openai_compat.requests import AgentConfig
 
@@ -62,7 +63,7 @@ def create_agent() -> Response:
     return json_response(200, _service().create_agent(config))
 
 
-@router.get(P)
+@openapi.operation(router, "GET", P, summary="OpenAI Agents API: list agents", status=200)
 def list_agents() -> Response:
     from skyloop.openai_compat.requests import ListQuery
 
@@ -70,13 +71,21 @@ def list_agents() -> Response:
     return json_response(200, _service().list_agents(after=q.after, limit=q.limit, order=q.order))
 
 
-@router.get(P + "/<agent_id>")
+@openapi.operation(
+    router, "GET", P + "/<agent_id>", summary="OpenAI Agents API: retrieve an agent", status=200
+)
 def get_agent(agent_id: str) -> Response:
     _unsupported_segment(agent_id)
     return json_response(200, _service().get_agent(agent_id))
 
 
-@router.post(P + "/<agent_id>")
+@openapi.operation(
+    router,
+    "POST",
+    P + "/<agent_id>",
+    summary="OpenAI Agents API: update an agent (a new version, the same id)",
+    status=200,
+)
 def update_agent(agent_id: str) -> Response:
     from skyloop.openai_compat.requests import AgentConfig
 
@@ -85,14 +94,22 @@ def update_agent(agent_id: str) -> Response:
     return json_response(200, _service().update_agent(agent_id, config))
 
 
-@router.delete(P + "/<agent_id>")
+@openapi.operation(
+    router, "DELETE", P + "/<agent_id>", summary="OpenAI Agents API: delete an agent", status=200
+)
 def delete_agent(agent_id: str) -> Response:
     _unsupported_segment(agent_id)
     return json_response(200, _service().delete_agent(agent_id))
 
 
 # ---------------------------------------------------------------------------- sessions
-@router.post(P + "/sessions")
+@openapi.operation(
+    router,
+    "POST",
+    P + "/sessions",
+    summary="OpenAI Agents API: create a session (stream: true is the stream function's)",
+    status=200,
+)
 def create_session() -> Response:
     from skyloop.openai_compat.requests import SessionCreate
 
@@ -100,7 +117,7 @@ def create_session() -> Response:
     return json_response(200, _service().create_session(body, key))
 
 
-@router.get(P + "/sessions")
+@openapi.operation(router, "GET", P + "/sessions", summary="OpenAI Agents API: list sessions", status=200)
 def list_sessions() -> Response:
     from skyloop.openai_compat.requests import SessionListQuery
 
@@ -113,12 +130,16 @@ def list_sessions() -> Response:
     )
 
 
-@router.get(P + "/sessions/<session_id>")
+@openapi.operation(
+    router, "GET", P + "/sessions/<session_id>", summary="OpenAI Agents API: retrieve a session", status=200
+)
 def get_session(session_id: str) -> Response:
     return json_response(200, _service().get_session(session_id), headers={"Cache-Control": "no-store"})
 
 
-@router.post(P + "/sessions/<session_id>")
+@openapi.operation(
+    router, "POST", P + "/sessions/<session_id>", summary="OpenAI Agents API: update a session", status=200
+)
 def update_session(session_id: str) -> Response:
     from skyloop.openai_compat.requests import SessionUpdate
 
@@ -126,12 +147,20 @@ def update_session(session_id: str) -> Response:
     return json_response(200, _service().update_session(session_id, body))
 
 
-@router.delete(P + "/sessions/<session_id>")
+@openapi.operation(
+    router, "DELETE", P + "/sessions/<session_id>", summary="OpenAI Agents API: delete a session", status=200
+)
 def delete_session(session_id: str) -> Response:
     return json_response(200, _service().delete_session(session_id))
 
 
-@router.post(P + "/sessions/<session_id>/events")
+@openapi.operation(
+    router,
+    "POST",
+    P + "/sessions/<session_id>/events",
+    summary="OpenAI Agents API: post input, tool results, approvals, a cancel",
+    status=202,
+)
 def post_events(session_id: str) -> Response:
     from skyloop.openai_compat.requests import EventsCreate
 
@@ -140,7 +169,13 @@ def post_events(session_id: str) -> Response:
     return Response(status_code=202, body="")
 
 
-@router.get(P + "/sessions/<session_id>/items")
+@openapi.operation(
+    router,
+    "GET",
+    P + "/sessions/<session_id>/items",
+    summary="OpenAI Agents API: a session's items",
+    status=200,
+)
 def list_items(session_id: str) -> Response:
     from skyloop.openai_compat.requests import ListQuery
 
@@ -148,7 +183,13 @@ def list_items(session_id: str) -> Response:
     return json_response(200, _service().list_items(session_id, after=q.after, limit=q.limit, order=q.order))
 
 
-@router.get(P + "/sessions/<session_id>/turns")
+@openapi.operation(
+    router,
+    "GET",
+    P + "/sessions/<session_id>/turns",
+    summary="OpenAI Agents API: a session's turns",
+    status=200,
+)
 def list_turns(session_id: str) -> Response:
     from skyloop.openai_compat.requests import ListQuery
 
@@ -156,12 +197,24 @@ def list_turns(session_id: str) -> Response:
     return json_response(200, _service().list_turns(session_id, after=q.after, limit=q.limit, order=q.order))
 
 
-@router.get(P + "/sessions/<session_id>/turns/<turn_id>")
+@openapi.operation(
+    router,
+    "GET",
+    P + "/sessions/<session_id>/turns/<turn_id>",
+    summary="OpenAI Agents API: one turn",
+    status=200,
+)
 def get_turn(session_id: str, turn_id: str) -> Response:
     return json_response(200, _service().get_turn(session_id, turn_id))
 
 
-@router.get(P + "/sessions/<session_id>/turns/<turn_id>/items")
+@openapi.operation(
+    router,
+    "GET",
+    P + "/sessions/<session_id>/turns/<turn_id>/items",
+    summary="OpenAI Agents API: one turn's items",
+    status=200,
+)
 def list_turn_items(session_id: str, turn_id: str) -> Response:
     from skyloop.openai_compat.requests import ListQuery
 
