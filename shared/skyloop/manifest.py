@@ -27,6 +27,8 @@ class FunctionSpec(BaseModel):
     scheduled: bool = False  # run on a schedule (EventBridge in the cloud, a thread locally), not by the ASL
     # functions this one warms as its environment starts (skyloop.prewarm): what a turn needs next
     prewarm: tuple[str, ...] = ()
+    # the function this one hands requests to (skyloop.stream.proxy): its name in SKYLOOP_API_FUNCTION
+    proxies_to: str | None = None
 
     @property
     def code_dir(self) -> Path:
@@ -55,6 +57,7 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
         timeout_s=900,
         streaming=True,
         prewarm=("api", "turn"),  # a client opens the stream first, then posts
+        proxies_to="api",  # the OpenAI Agents API's plain requests on its stream paths
         description="SSE stream of a session's events (Lambda Web Adapter, RESPONSE_STREAM)",
     ),
     FunctionSpec(
