@@ -39,6 +39,9 @@ class FunctionSpec(BaseModel):
         """Whether the local stack creates it as a moto Lambda function (streaming: mounted as ASGI)."""
         return not (self.streaming or self.cloud_only)
 
+    # the function this one hands requests to (skyloop.stream.proxy): its name in SKYLOOP_API_FUNCTION
+    proxies_to: str | None = None
+
     @property
     def code_dir(self) -> Path:
         return FUNCTIONS_DIR / self.name
@@ -68,6 +71,7 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
         timeout_s=900,
         streaming=True,
         prewarm=("api", "turn"),  # a client opens the stream first, then posts
+        proxies_to="api",  # the OpenAI Agents API's plain requests on its stream paths
         description="SSE stream of a session's events (Lambda Web Adapter, RESPONSE_STREAM)",
     ),
     FunctionSpec(

@@ -60,6 +60,13 @@ class Settings(BaseModel):
     # the live and fan-out functions post through (https://<api>.execute-api.<region>.amazonaws.com/<stage>).
     live_url: str | None = Field(default=None, min_length=1, alias="SKYLOOP_LIVE_URL")
     live_endpoint: str | None = Field(default=None, min_length=1, alias="SKYLOOP_LIVE_ENDPOINT")
+    # OpenAI's Agents API (skyloop.openai_compat): the executor a bare model name runs on (JSON, no key),
+    # model prices for spend control (skyloop.pricing), and the API function the stream function hands
+    # requests on the OpenAI paths to (skyloop.stream.proxy). Each is read by its module; listed here so
+    # every SKYLOOP_ variable has one home.
+    default_executor: str = Field(default="", alias="SKYLOOP_DEFAULT_EXECUTOR")
+    model_prices: str = Field(default="", alias="SKYLOOP_MODEL_PRICES")
+    api_function: str = Field(default="", alias="SKYLOOP_API_FUNCTION")
 
     @classmethod
     def from_env(cls) -> Settings:

@@ -28,7 +28,15 @@ from skyloop.errors import (
 )
 from skyloop.ids import derived_id, new_id, new_response_id, new_turn_group_id
 from skyloop.models.session import Turn
-from skyloop.store import Append, ApprovalResolution, ConditionFailedError, Guard, NewItem, SessionChange
+from skyloop.store import (
+    Append,
+    ApprovalResolution,
+    ConditionFailedError,
+    Guard,
+    NewItem,
+    SessionChange,
+    TurnEnd,
+)
 from skyloop.turns.engine import StaleTokenError
 from skyloop.turns.state import TurnState
 
@@ -131,6 +139,7 @@ def end_turn(
         end_active_turn=True,
         last_task_error=error,
     )
+    batch.turn_end = TurnEnd(response_id, status, int(time.time()), error)
 
 
 # --------------------------------------------------------------------------------- start
