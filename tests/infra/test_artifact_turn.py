@@ -462,6 +462,14 @@ class LambdaTools:
         if logical_id:
             self.of_stack[logical_id] = fn
 
+    def stack_tool(self, prefix: str) -> ToolFunction:
+        """The template's inline function ``<prefix><hash>``, which the state machine's role may invoke."""
+        found = [fn for lid, fn in self.of_stack.items() if re.fullmatch(rf"{prefix}[0-9A-F]{{8}}", lid)]
+        assert len(found) == 1, (
+            f"the turn machine may invoke no inline {prefix}* (it may: {sorted(self.of_stack)})"
+        )
+        return found[0]
+
     def invoke(self, function_name: str, payload: Any, timeout_s: int) -> Any:
         """The function's return value, or :class:`TaskFailed` as Step Functions reports a function error."""
         fn = self.functions.get(function_name)
@@ -949,3 +957,179 @@ def _all_events(store: Any, session_id: str) -> list[Any]:
         out.extend(page)
         if not full:
             return out
+
+
+# ---------------------------------------------------------------------- server tools
+# A Lambda tool deployed beside the stack (as an operator's -c toolFunctions would grant it) that fails
+# as a tool can: an unhandled error, which Lambda reports and Step Functions fails the task with.
+LOOKUP = """
+def handler(event, context):
+    raise LookupError(f"no record {event['arguments']['id']}")
+"""
+
+
+def _lambda_tool(function_name: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "type": "lambda",
+        "function": function_name,
+        "description": f"the tool {function_name}",
+        "parameters": {"type": "object", "properties": {"text": {"type": "string"}}},
+        **extra,
+    }
+
+
+def _call_items(events: list[Any], call_id: str) -> list[tuple[str, str]]:
+    """(item type, status) of every published item of one call, in order."""
+    return [
+        (e.data["item"]["type"], e.data["item"]["status"])
+        for e in events
+        if e.type == "response.output_item.done" and e.data["item"].get("call_id") == call_id
+    ]
+
+
+def test_a_server_tool_turn_runs_its_map_states_through_the_built_run_tool(
+    artifacts: Artifacts, tools: LambdaTools, services: Services
+) -> None:
+    from skyloop.mockllm import QueuedResponse, ToolCall
+    from skyloop.turns import lifecycle
+
+    store = _store(services)
+    mark, tool_mark = len(artifacts.log), len(tools.log)
+
+    # Given the stack's smoke echo tool, declared twice (once behind an approval), and a tool that fails
+    smoke = tools.stack_tool("SmokeToolEcho")
+    lookup = ToolFunction(f"artifact-lookup-{uuid.uuid4().hex[:8]}", LOOKUP, "index.handler", 10)
+    tools.deploy(lookup)
+    model = f"artifact-tools-{uuid.uuid4().hex[:8]}"
+    agent = _register_agent(
+        artifacts,
+        services,
+        model,
+        {
+            "echo": _lambda_tool(smoke.arn),
+            "echo_approved": _lambda_tool(smoke.arn, approval="required"),
+            "lookup": _lambda_tool(lookup.arn, timeout_s=5),
+        },
+    )
+    # And a scripted model that calls each: two to run at once, two to wait for the user's approval
+    calls = {
+        "c_echo": ("echo", {"text": "hello"}),
+        "c_lookup": ("lookup", {"id": 42}),
+        "c_yes": ("echo_approved", {"text": "approved"}),
+        "c_no": ("echo_approved", {"text": "declined"}),
+    }
+    services.llm.configure(
+        model,
+        [
+            QueuedResponse(
+                tool_calls=[
+                    ToolCall(call_id=c, name=n, arguments=json.dumps(a)) for c, (n, a) in calls.items()
+                ]
+            ),
+            QueuedResponse(text="All four settled.", stream=True),
+        ],
+    )
+    session_id = _new_session(artifacts, agent["id"])
+    turn_input = _post_message(artifacts, services, session_id, "Use your tools.")
+    response_id = turn_input["response_id"]
+
+    # When the machine runs the turn; when it parks, the user approves one call and declines the other
+    parked: list[tuple[str, str, list[str], list[str]]] = []
+
+    def answer(state_name: str, token: str) -> None:
+        requests = [
+            e.data for e in _all_events(store, session_id) if e.type == "response.elicitation_request"
+        ]
+        ran = [payload["call_id"] for _, payload, _ in tools.log[tool_mark:]]
+        parked.append((state_name, token, sorted(r["elicitation_id"] for r in requests), ran))
+        for elicitation_id, action in (("approve_c_yes", "accept"), ("approve_c_no", "decline")):
+            code, out = artifacts.api(
+                "POST",
+                f"/v1/sessions/{session_id}/events",
+                {"type": "approval", "data": {"elicitation_id": elicitation_id, "action": action}},
+            )
+            assert code == 202, out
+
+    driver = AslDriver(artifacts, tools, on_token=answer)
+    driver.run(turn_input)
+
+    # Then the turn parked on the approvals only, the approved tool not yet run
+    ((state_name, token, asked, ran_before),) = parked
+    assert state_name == "AwaitClientAndApprovals"
+    assert asked == ["approve_c_no", "approve_c_yes"]
+    assert not {"c_yes", "c_no"} & set(ran_before)
+    # And the last answer woke it (SendTaskSuccess, once) with the iteration it parked
+    assert json.loads(services.tokens.sent[token]) == {"resumed_iteration": 0}
+    # And the machine ran the Map states: each call prepared, invoked unless declined, recorded; the failing
+    # tool's error caught into its outcome, the declined call done without invoking anything
+    assert [s.state for s in driver.steps] == [
+        "CallModel",
+        *("PrepareTool", "InvokeTool", "RecordTool"),
+        *("PrepareTool", "InvokeTool", "RecordTool"),
+        "AwaitClientAndApprovals",
+        *("PrepareApprovedTool", "InvokeApprovedTool", "RecordApprovedTool"),
+        "PrepareApprovedTool",
+        "CallModel",
+    ]
+    assert driver.visited.count("ApprovedToolDone") == 1
+    assert driver.visited[-1] == "Done"
+    assert driver.caught == [("InvokeTool", "LookupError", "RecordTool")]
+    # And Step Functions invoked the functions the agent names, with what prepare handed it
+    invoked = [(fn, payload) for fn, payload, _ in tools.log[tool_mark:]]
+    assert invoked == [
+        (fn, {"name": calls[c][0], "arguments": calls[c][1], "session_id": session_id, "call_id": c})
+        for fn, c in ((smoke.arn, "c_echo"), (lookup.arn, "c_lookup"), (smoke.arn, "c_yes"))
+    ]
+    # And every run_tool step was a cold start of run_tool's own artifact, one process each
+    runs = [i for i in artifacts.log[mark:] if i.function == "run_tool"]
+    assert [(i.event["action"], i.event["call_id"]) for i in runs] == [
+        *(("prepare", "c_echo"), ("record", "c_echo")),
+        *(("prepare", "c_lookup"), ("record", "c_lookup")),
+        *(("prepare", "c_yes"), ("record", "c_yes")),
+        ("prepare", "c_no"),
+    ]
+    assert artifacts.asset("run_tool") != artifacts.asset("turn")
+    assert all(i.package_file and i.package_file.startswith(str(artifacts.asset("run_tool"))) for i in runs)
+    pids = [i.pid for i in artifacts.log[mark:]]
+    assert len(set(pids)) == len(pids)
+    assert runs[0].result == {"invoke": {"function": smoke.arn, "payload": invoked[0][1], "timeout_s": 60}}
+    assert runs[2].result["invoke"]["timeout_s"] == 5
+    assert runs[-1].result == {"invoke": None}
+    assert [runs[i].result for i in (1, 3, 5)] == [{"recorded": True}] * 3
+    assert runs[1].event["outcome"] == {"payload": "smoke_echo: hello"}
+    failure = runs[3].event["outcome"]
+    assert failure["Error"] == "LookupError"
+    assert json.loads(failure["Cause"])["errorMessage"] == "no record 42"
+
+    # And the outputs were recorded once each, and the model read them on its next call
+    outputs = {
+        "c_echo": "smoke_echo: hello",
+        "c_lookup": "Error: tool 'lookup' failed: LookupError: no record 42",
+        "c_yes": "smoke_echo: approved",
+        "c_no": lifecycle.DENIED_OUTPUT,
+    }
+    for call_id, output in outputs.items():
+        stored = store.get_call(session_id, response_id, call_id)
+        assert stored is not None
+        assert stored.output == output, call_id
+    first, second = services.llm.requests(model)
+    assert sorted(t["name"] for t in first["tools"]) == ["echo", "echo_approved", "lookup"]
+    seen = {i["call_id"]: i["output"] for i in second["input"] if i.get("type") == "function_call_output"}
+    assert seen == outputs
+    # And the events tell it: the server calls announced running, the approvals asked and resolved
+    events = _all_events(store, session_id)
+    for call_id in ("c_echo", "c_lookup", "c_yes"):
+        assert _call_items(events, call_id) == [
+            ("function_call", "in_progress"),
+            ("function_call", "completed"),
+            ("function_call_output", "completed"),
+        ], call_id
+    assert ("function_call", "in_progress") not in _call_items(events, "c_no")
+    resolved = [e.data for e in events if e.type == "response.elicitation_resolved"]
+    assert [(r["elicitation_id"], r["action"]) for r in resolved] == [
+        ("approve_c_yes", "accept"),
+        ("approve_c_no", "decline"),
+    ]
+    assert [e.type for e in events][-2:] == ["response.completed", "session.status"]
+    # And the session is idle again
+    assert store.get_session(session_id).status == "idle"
