@@ -24,12 +24,21 @@ moto's, which accepts any token and keeps nothing). An agent's Lambda tool
 (``FunctionName.$``) is run by :class:`LambdaTools` from its code in the
 template as Lambda runs inline code. The driver is strict: a field, rule,
 resource or error it does not implement fails the test; nothing is skipped.
+
+Three turns: a client-tool turn (``turn`` and ``api``); a server-tool turn
+(``run_tool``'s prepare and record through ``RunTools`` and
+``RunApprovedTools``, the stack's smoke echo run from the template, a failing
+tool caught into its record, approvals through the API); and the scheduled
+``reconcile_turns`` on a turn whose execution was stopped and on one parked on
+an answer whose wake-up failed (the API function run with Step Functions
+unreachable, the only variables a test changes).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import threading
 import time
@@ -416,7 +425,9 @@ class LambdaTools:
     """The functions the turn machine invokes as agents' tools (``FunctionName.$``), run as Lambda runs them.
 
     From the template: every function with inline code that the state machine's role may invoke
-    (the smoke echo), named as CloudFormation names it. Each invocation is a fresh isolated
+    (the smoke echo), named as CloudFormation names it. Its code is the template's ``ZipFile``, what
+    Lambda deploys and runs (``infra/constructs/smoke_tool.py`` inlines ``skyloop/tools/smoke_echo.py``
+    there), rather than the source file: a change to the inlining shows here. Each invocation is a fresh isolated
     CPython 3.12 on Lambda's sys.path for a function without layers (the task root, then the
     runtime's own packages), with Lambda's variables only: no credentials, no endpoint.
     """
@@ -1133,3 +1144,124 @@ def test_a_server_tool_turn_runs_its_map_states_through_the_built_run_tool(
     assert [e.type for e in events][-2:] == ["response.completed", "session.status"]
     # And the session is idle again
     assert store.get_session(session_id).status == "idle"
+
+
+# ----------------------------------------------------------------------- the reconciler
+def _backdate(services: Services, session_id: str, seconds: int = 600) -> None:
+    """As if the session last changed ``seconds`` ago: the reconciler leaves younger ones alone (grace)."""
+    import boto3
+
+    from skyloop.store import codec, keys
+
+    ddb = boto3.session.Session(region_name=REGION).client("dynamodb", endpoint_url=services.moto_url)
+    ddb.update_item(
+        TableName=services.table,
+        Key={k: codec.attr(v) for k, v in keys.session_key(session_id).items()},
+        UpdateExpression="SET updated_at = :t",
+        ConditionExpression="attribute_exists(pk)",
+        ExpressionAttributeValues={":t": codec.attr(int(time.time()) - seconds)},
+    )
+
+
+def _unreachable_step_functions() -> dict[str, str]:
+    """Variables under which a function's Step Functions calls fail to connect (a closed port), at once."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return {"AWS_ENDPOINT_URL_SFN": f"http://127.0.0.1:{port}", "AWS_MAX_ATTEMPTS": "1"}
+
+
+def test_the_scheduled_reconciler_resets_a_turn_without_execution_and_wakes_a_parked_answered_one(
+    artifacts: Artifacts, tools: LambdaTools, services: Services
+) -> None:
+    import boto3
+
+    from skyloop.mockllm import QueuedResponse, ToolCall
+    from skyloop.turns import lifecycle
+
+    store = _store(services)
+    sfn = boto3.session.Session(region_name=REGION).client("stepfunctions", endpoint_url=services.moto_url)
+    mark = len(artifacts.log)
+    model = f"artifact-reconcile-{uuid.uuid4().hex[:8]}"
+    smoke = tools.stack_tool("SmokeToolEcho")
+    agent = _register_agent(
+        artifacts, services, model, {"echo": _lambda_tool(smoke.arn, approval="required")}
+    )
+    services.llm.configure(
+        model,
+        [
+            QueuedResponse(tool_calls=[ToolCall(call_id="c_ask", name="echo", arguments='{"text": "x"}')]),
+            QueuedResponse(text="Carried on.", stream=True),
+        ],
+    )
+
+    # Given a session left running whose turn's execution was stopped before it could end the turn
+    stranded = _new_session(artifacts, agent["id"])
+    stranded_rid = _post_message(artifacts, services, stranded, "Hello?")["response_id"]
+    prefix = services.machine_arn.replace(":stateMachine:", ":execution:")
+    sfn.stop_execution(executionArn=f"{prefix}:{stranded_rid}", error="Redeployed", cause="artifact test")
+    # And a turn parked on an approval the user answered while Step Functions was unreachable: the
+    # answer is recorded, its wake-up (SendTaskSuccess) failed, and nobody posts again
+    parked = _new_session(artifacts, agent["id"])
+    turn_input = _post_message(artifacts, services, parked, "Echo x.")
+    parked_rid = turn_input["response_id"]
+    reports: list[Any] = []
+    woken: list[str] = []
+
+    def answer_unheard_then_reconcile(state_name: str, token: str) -> None:
+        code, out = artifacts.api(
+            "POST",
+            f"/v1/sessions/{parked}/events",
+            {"type": "approval", "data": {"elicitation_id": "approve_c_ask", "action": "decline"}},
+            env=_unreachable_step_functions(),
+        )
+        assert code == 500, out
+        turn = store.get_turn(parked, parked_rid)
+        assert (turn.task_token, turn.unanswered, turn.resumed_iteration) == (token, 0, None)
+        assert token not in services.tokens.sent
+        # When both have been so for longer than the reconciler's grace, and its schedule fires
+        _backdate(services, stranded)
+        _backdate(services, parked)
+        reports.append(artifacts.invoke("reconcile_turns", artifacts.scheduled_event()))
+        woken.append(token)
+
+    driver = AslDriver(artifacts, tools, on_token=answer_unheard_then_reconcile)
+    driver.run(turn_input)
+
+    # Then one pass checked both: it reset the turn without an execution and woke the parked one
+    assert reports == [{"checked": 2, "resumed": [parked], "reset": [stranded]}]
+    (run,) = [i for i in artifacts.log[mark:] if i.function == "reconcile_turns"]
+    assert run.package_file
+    assert run.package_file.startswith(str(artifacts.asset("reconcile_turns")))
+    # And the stranded session failed with runner_error, saying why, as a request would end it
+    error = {
+        "code": "runner_error",
+        "message": "the turn's execution ended (ABORTED) without finishing the turn",
+    }
+    session = store.get_session(stranded)
+    assert session.status == "failed"
+    assert session.active_response_id is None
+    assert session.last_response_id == stranded_rid
+    assert session.last_task_error is not None
+    assert session.last_task_error.model_dump(exclude_none=True) == error
+    failed, status = _all_events(store, stranded)[-2:]
+    assert (failed.type, failed.data["response"]["status"]) == ("response.failed", "failed")
+    assert failed.data["response"]["error"] == error
+    assert (status.type, status.data["status"], status.data["error"]) == ("session.status", "failed", error)
+    # And the parked turn's wake-up was the reconciler's (SendTaskSuccess for its token, once), after
+    # which it ran on: the declined call done without its tool, the model told, the session idle
+    (token,) = woken
+    assert json.loads(services.tokens.sent[token]) == {"resumed_iteration": 0}
+    assert store.get_turn(parked, parked_rid).resumed_iteration == 0
+    assert [s.state for s in driver.steps] == [
+        "CallModel",
+        "AwaitClientAndApprovals",
+        "PrepareApprovedTool",
+        "CallModel",
+    ]
+    assert driver.visited[-1] == "Done"
+    assert all(payload["session_id"] != parked for _, payload, _ in tools.log)
+    _, second = services.llm.requests(model)
+    seen = {i["call_id"]: i["output"] for i in second["input"] if i.get("type") == "function_call_output"}
+    assert seen == {"c_ask": lifecycle.DENIED_OUTPUT}
+    assert store.get_session(parked).status == "idle"
