@@ -775,6 +775,65 @@ class AslDriver:
         return _write(state.get("ResultPath", "$"), doc, results)
 
 
+# ------------------------------------------------------------------- the driver's limits
+# What the driver does not implement fails the walk (these run the walk alone: nothing is invoked).
+_SUCCEED = {"S": {"Type": "Succeed"}}
+_UNIMPLEMENTED = {
+    "a state type": ({"W": {"Type": "Wait", "Seconds": 1, "End": True}}, "Wait state W is not implemented"),
+    "a field": (
+        {"T": {"Type": "Task", "InputPath": "$.a", "Resource": LAMBDA_INVOKE, "End": True}},
+        r"does not implement \['InputPath'\]",
+    ),
+    "a Map's reader": (
+        {
+            "M": {
+                "Type": "Map",
+                "ItemReader": {},
+                "ItemProcessor": {"StartAt": "S", "States": _SUCCEED},
+                "End": True,
+            }
+        },
+        r"does not implement \['ItemReader'\]",
+    ),
+    "a Choice rule": (
+        {
+            "C": {"Type": "Choice", "Choices": [{"Not": {"Variable": "$.a", "IsNull": True}, "Next": "S"}]},
+            **_SUCCEED,
+        },
+        "Choice rule not handled",
+    ),
+    "a Variable not in the input": (
+        {"C": {"Type": "Choice", "Choices": [{"Variable": "$.b", "IsNull": False, "Next": "S"}]}, **_SUCCEED},
+        r"States.Runtime: \$.b",
+    ),
+}
+
+
+@pytest.mark.parametrize(("states", "match"), list(_UNIMPLEMENTED.values()), ids=list(_UNIMPLEMENTED))
+def test_the_driver_fails_on_what_it_does_not_implement(states: dict[str, Any], match: str) -> None:
+    driver = AslDriver.__new__(AslDriver)
+    driver.visited, driver.steps, driver.caught = [], [], []
+    with pytest.raises(AssertionError, match=match):
+        driver._run({"StartAt": next(iter(states)), "States": states}, {"a": 1})
+
+
+def test_the_driver_catches_and_retries_as_step_functions_matches_errors() -> None:
+    driver = AslDriver.__new__(AslDriver)
+    driver.caught = []
+    catch_all = {"Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "F"}]}
+    doc, then = driver._catch("T", catch_all, {"a": 1}, TaskFailed("LookupError", "{}"))
+    assert (doc, then) == ({"a": 1, "error": {"Error": "LookupError", "Cause": "{}"}}, "F")
+    with pytest.raises(TaskFailed):  # terminal: States.ALL does not catch it
+        driver._catch("T", catch_all, {}, TaskFailed("States.DataLimitExceeded", "too big"))
+    with pytest.raises(AssertionError, match="would be retried"):
+        driver._catch(
+            "T",
+            {"Retry": [{"ErrorEquals": ["Lambda.Unknown"]}], **catch_all},
+            {},
+            TaskFailed("Lambda.Unknown", ""),
+        )
+
+
 # ---------------------------------------------------------------------------- the test
 @pytest.fixture(scope="module")
 def artifacts(
