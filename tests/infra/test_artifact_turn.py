@@ -51,7 +51,7 @@ import pytest
 
 from skyloop import manifest
 from tests.infra.conftest import STACK_NAME
-from tests.infra.helpers import function, one, resources, role_statements, statements_with
+from tests.infra.helpers import as_list, function, one, resources, role_statements, statements_with
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -427,17 +427,16 @@ class LambdaTools:
     From the template: every function with inline code that the state machine's role may invoke
     (the smoke echo), named as CloudFormation names it. Its code is the template's ``ZipFile``, what
     Lambda deploys and runs (``infra/constructs/smoke_tool.py`` inlines ``skyloop/tools/smoke_echo.py``
-    there), rather than the source file: a change to the inlining shows here. Each invocation is a fresh isolated
-    CPython 3.12 on Lambda's sys.path for a function without layers (the task root, then the
-    runtime's own packages), with Lambda's variables only: no credentials, no endpoint.
+    there), rather than the source file: a change to the inlining shows here. Each invocation is a
+    fresh isolated CPython 3.12 on Lambda's sys.path for a function without layers (the task root,
+    then the runtime's own packages), with Lambda's variables only: no credentials, no endpoint.
     """
 
     python: Path
     runtime: Path
     tmp: Path
-    functions: dict[str, ToolFunction] = field(
-        default_factory=dict
-    )  # by name and by ARN, as Lambda finds them
+    # by name and by ARN, as Lambda finds them
+    functions: dict[str, ToolFunction] = field(default_factory=dict)
     of_stack: dict[str, ToolFunction] = field(default_factory=dict)  # the template's, by logical id
     log: list[tuple[str, Any, dict[str, Any]]] = field(default_factory=list)  # (function, payload, report)
 
@@ -447,9 +446,7 @@ class LambdaTools:
         role_id = machine["Properties"]["RoleArn"]["Fn::GetAtt"][0]
         granted = set()
         for statement in statements_with(role_statements(template, role_id), "lambda:InvokeFunction"):
-            targets = (
-                statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
-            )
+            targets = as_list(statement["Resource"])
             granted |= {t["Fn::GetAtt"][0] for t in targets if isinstance(t, dict) and "Fn::GetAtt" in t}
         tools = cls(python, runtime, tmp)
         for logical_id, resource in resources(template, "AWS::Lambda::Function").items():
