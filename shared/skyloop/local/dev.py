@@ -32,6 +32,9 @@ MOTO_CONFIG: Any = {
     "core": {"passthrough": {"services": ["bedrockruntime"]}},  # models are real (or the scripted one)
 }
 TABLE_NAME = "skyloop-local"
+EVENT_BUS = "skyloop-local"  # lifecycle events on moto's EventBridge (`skyloop events tail`)
+# Webhook retries in the local stack: short, so a test or a developer sees them (third attempt within 30 s)
+LOCAL_RETRY_SCHEDULE = "4,16,60,300"
 SMOKE_TOOL_FILE = Path(__file__).resolve().parents[1] / "tools" / "smoke_echo.py"
 OFFLINE_MODEL = "skyloop-offline"
 EXAMPLE_AGENT = "coder"
@@ -148,6 +151,11 @@ def configure_environment(moto_port: int) -> None:
     os.environ.setdefault("SKYLOOP_OUTBOUND_ALLOW_LOOPBACK", "true")
     # the live channel is served on the stack's own port; /v1/info answers it with the request's host
     os.environ["SKYLOOP_LIVE_URL"] = "/v1/live"
+    # lifecycle events: moto's bus, and webhooks delivered from this process on a short schedule
+    os.environ["SKYLOOP_EVENT_BUS"] = EVENT_BUS
+    os.environ["SKYLOOP_WEBHOOK_LOCAL"] = "true"
+    os.environ.setdefault("SKYLOOP_WEBHOOK_RETRY_SCHEDULE", LOCAL_RETRY_SCHEDULE)
+    os.environ.setdefault("SKYLOOP_WEBHOOK_DISABLE_AFTER_S", "300")
 
 
 def start(
@@ -222,6 +230,7 @@ def start(
         table_name=TABLE_NAME,
         environment={"SKYLOOP_TABLE_NAME": TABLE_NAME},
         lambda_tools=sorted(local_tools.all_tools()),
+        event_bus=EVENT_BUS,
     )
     os.environ["SKYLOOP_STATE_MACHINE_ARN"] = resources.state_machine_arn
     os.environ["SKYLOOP_BLOB_BUCKET"] = resources.blob_bucket
@@ -229,6 +238,9 @@ def start(
     if lambda_runtime == "process":  # started now: environments take the finished environment
         lambda_hook.install(ProcessRuntime([f.name for f in manifest.FUNCTIONS if f.local]))
 
+    from skyloop.webhooks import local as local_webhooks
+
+    local_webhooks.start(deps.store(), deps.get_settings())  # before any session: it sees every one
     _start_sweeper(float(os.environ.get("SKYLOOP_SWEEP_INTERVAL_S", "60")))
     _start_reconciler(float(os.environ.get("SKYLOOP_RECONCILE_INTERVAL_S", "60")))
     url = f"http://{host}:{port}"
@@ -339,6 +351,7 @@ def serve(
         flush=True,
     )
     print(f"  moto endpoint:  {stack.moto_url}", flush=True)
+    print(f"  event bus:      {EVENT_BUS}  (skyloop events tail --endpoint-url {stack.moto_url})", flush=True)
     from skyloop.local import lambda_tools as local_tools
 
     for name in sorted(local_tools.all_tools()):
