@@ -7,6 +7,7 @@ fast retry schedule (1, 2, 4, 8, 16 s), so the fault cases take seconds.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -50,6 +51,7 @@ GLOB = {
 class Stack:
     url: str
     tokens: dict[str, str]
+    moto: str = ""
 
     def client(self, who: str) -> httpx.Client:
         return httpx.Client(
@@ -73,7 +75,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             "bob": mint(moto.group(1), "bob"),
             "admin": mint(moto.group(1), "ops", "admin"),
         }
-        yield Stack(url, tokens)
+        yield Stack(url, tokens, moto.group(1))
     finally:
         _stop(proc)
 
@@ -399,3 +401,77 @@ def test_endpoints_are_owned_rotated_tested_and_reenabled(stack: Stack) -> None:
         assert on["disabled_reason"] is None
         assert alice.delete(f"/v1/webhooks/{wid}").status_code == 200
         assert alice.get(f"/v1/webhooks/{wid}").status_code == 404
+
+
+# ------------------------------------------------------------------------ CLI and EventBridge
+def test_cli_and_events_tail(stack: Stack) -> None:
+    """``skyloop webhooks`` manages endpoints; ``skyloop events tail`` prints moto's EventBridge events."""
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "SKYLOOP_URL": stack.url,
+        "SKYLOOP_TOKEN": stack.tokens["alice"],
+        "AWS_ACCESS_KEY_ID": "local",
+        "AWS_SECRET_ACCESS_KEY": "local",
+    }
+
+    def cli(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "skyloop", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    with WebhookReceiver() as receiver:
+        added = json.loads(cli("webhooks", "add", receiver.url, "--event", "agent.session.idle", "--json"))
+        assert added["secret"].startswith("whsec_")
+        assert added["id"] in cli("webhooks", "ls")
+        assert "test ok: 200" in cli("webhooks", "test", added["id"])
+        assert "skyloop.webhook.test" in cli("webhooks", "deliveries", added["id"])
+        # the tail runs while a session is created and runs a turn
+        tail = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "skyloop",
+                "events",
+                "tail",
+                "--endpoint-url",
+                stack.moto,
+                "--region",
+                "us-east-1",
+                "--count",
+                "3",
+                "--timeout",
+                "60",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        try:
+            assert tail.stderr is not None
+            assert "tailing skyloop-local" in tail.stderr.readline()
+            with stack.client("alice") as alice:
+                session_id = new_session(alice, offline_agent(alice, stack.url))
+                post_message(alice, session_id, "hello")
+            out, _ = tail.communicate(timeout=60)
+        finally:
+            tail.kill()
+        events = [json.loads(line) for line in out.splitlines()]
+        assert [(e["type"], e["data"]["id"]) for e in events] == [
+            ("agent.session.created", session_id),
+            ("agent.session.in_progress", session_id),
+            ("agent.session.idle", session_id),
+        ]
+        assert receiver.wait_for("agent.session.idle", session_id=session_id).event["id"] == events[2]["id"]
+        assert "deleted webhook" in cli("webhooks", "rm", added["id"])

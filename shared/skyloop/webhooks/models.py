@@ -86,6 +86,7 @@ class Delivery(BaseModel):
     attempts: list[Attempt] = Field(default_factory=list)
     next_retry_at: float | None = None
     created_at: int
+    queued: bool = False  # its queue message was sent (the publisher sends once, then marks it)
 
     @property
     def group(self) -> str:

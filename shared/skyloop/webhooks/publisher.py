@@ -7,8 +7,11 @@ table's stream: :func:`handle_stream`) and in the local stack's publisher
 Routing: an event of a session goes to every enabled endpoint of the
 session's owner that subscribes to its type, and to every endpoint an admin
 opened to all sessions. Each (event, endpoint) pair is one delivery row,
-created with a conditional put keyed by the event's id, so an event derived
-twice (a stream batch retried) is enqueued once; the queue (SQS FIFO in the
+created with a conditional put keyed by the event's id, then sent to the
+queue, then marked sent; an event derived again (a stream batch retried)
+finds the mark and sends nothing, one whose run died between the put and the
+send sends it then (a send twice within five minutes is dropped by the FIFO
+queue's deduplication). The queue (SQS FIFO in the
 cloud, grouped by endpoint and session, so one session's events reach an
 endpoint in order) then runs :func:`skyloop.webhooks.delivery.attempt`.
 EventBridge gets every event (``source: skyloop``, ``detail-type`` = its
@@ -87,14 +90,15 @@ def publish(
                 body=body,
                 created_at=int(time.time()),
             )
-            if records.create_delivery(delivery, ttl_s=settings.webhook_delivery_ttl_s):
-                queue.enqueue(delivery)
-                report.enqueued += 1
-                continue
-            existing = records.get_delivery(endpoint.id, event.id)
-            if existing is not None and existing.status == "pending" and not existing.attempts:
-                queue.enqueue(existing)  # created before, its message maybe lost: the queue dedupes
-            report.duplicates += 1
+            if not records.create_delivery(delivery, ttl_s=settings.webhook_delivery_ttl_s):
+                existing = records.get_delivery(endpoint.id, event.id)
+                if existing is None or existing.queued:
+                    report.duplicates += 1
+                    continue
+                delivery = existing  # created by a run that died before sending: send it now
+            queue.enqueue(delivery)  # the FIFO queue drops a second send within five minutes
+            records.mark_queued(delivery)
+            report.enqueued += 1
     return report
 
 

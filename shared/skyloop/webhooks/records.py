@@ -163,11 +163,21 @@ class WebhookRecords(TableBase):
             "session_id": delivery.session_id,
             "status": delivery.status,
             "attempts": [],
+            "queued": False,
             "created_at": delivery.created_at,
             **self._text_out("body", delivery.body, f"webhooks/{delivery.endpoint_id}/"),
             keys.TTL_ATTRIBUTE: int(time.time()) + ttl_s,
         }
         return self._put_new({k: v for k, v in item.items() if v is not None})
+
+    def mark_queued(self, delivery: Delivery) -> None:
+        """The delivery's message was sent: a publisher deriving the event again leaves it alone."""
+        self.client.update_item(
+            TableName=self.table,
+            Key=codec.to_item(keys.delivery_key(delivery.endpoint_id, delivery.id)),
+            UpdateExpression="SET queued = :t",
+            ExpressionAttributeValues={":t": codec.attr(True)},
+        )
 
     def get_delivery(self, endpoint_id: str, event_id: str) -> Delivery | None:
         attrs = self._get(keys.delivery_key(endpoint_id, event_id))
@@ -252,6 +262,7 @@ class WebhookRecords(TableBase):
             ],
             next_retry_at=attrs.get("next_retry_at"),
             created_at=int(attrs.get("created_at", 0)),
+            queued=bool(attrs.get("queued", True)),
         )
 
 
