@@ -169,7 +169,8 @@ def attempt(
         next_retry_at=next_at,
     )
     records.record_attempt(delivery, record, status, next_at)
-    records.note_result(endpoint.id, succeeded=ok, at=int(now))
+    if ok == (endpoint.failing_since is not None):  # only a change of state is written
+        records.note_result(endpoint.id, succeeded=ok, at=int(now))
     if status == "dead":
         _maybe_disable(records, endpoint, int(done), settings, error)
     return Outcome(status, record, delay)
