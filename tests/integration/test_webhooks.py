@@ -248,6 +248,14 @@ def test_a_batch_retried_after_a_failure_delivers_each_event_once(
         return real(**kwargs)
 
     monkeypatch.setattr(events, "put_events", flaky)
+    sqs = deps.client("sqs")
+    real_send, sends = sqs.send_message, []
+
+    def counted(**kwargs: Any) -> Any:
+        sends.append(kwargs["MessageDeduplicationId"])
+        return real_send(**kwargs)
+
+    monkeypatch.setattr(sqs, "send_message", counted)
     # WHEN the function fails on the batch, then Lambda retries it from the record it names
     failed = publish(records)["batchItemFailures"]
     assert failed == [{"itemIdentifier": records[1]["dynamodb"]["SequenceNumber"]}]  # its first event
@@ -261,6 +269,8 @@ def test_a_batch_retried_after_a_failure_delivers_each_event_once(
         "agent.session.in_progress",
     ]
     assert len(drain(lifecycle["queue"])) == 3
+    # and the publisher itself sent each once (not only the FIFO queue's five-minute deduplication)
+    assert len(sends) == 3
 
 
 # -------------------------------------------------------------------------------- delivering

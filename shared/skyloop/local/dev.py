@@ -166,8 +166,12 @@ def start(
     example_agent: bool = True,
     lambda_runtime: str = "process",
     lambda_tools: list[str] | None = None,
+    lifecycle_events: bool = True,
 ) -> DevStack:
     """Bring the stack up; ``lambda_runtime`` is ``process`` (worker processes, as Lambda) or ``thread``.
+
+    ``lifecycle_events=False`` leaves out the lifecycle publisher and webhook deliveries
+    (``bench/turn_cost.py`` counts a turn's own requests).
 
     ``lambda_tools`` are Python files whose ``(event, context)`` functions become local
     Lambda functions (see :mod:`skyloop.local.lambda_tools`); ``smoke_echo``
@@ -240,7 +244,8 @@ def start(
 
     from skyloop.webhooks import local as local_webhooks
 
-    local_webhooks.start(deps.store(), deps.get_settings())  # before any session: it sees every one
+    if lifecycle_events:
+        local_webhooks.start(deps.store(), deps.get_settings())  # before any session: it sees every one
     _start_sweeper(float(os.environ.get("SKYLOOP_SWEEP_INTERVAL_S", "60")))
     _start_reconciler(float(os.environ.get("SKYLOOP_RECONCILE_INTERVAL_S", "60")))
     url = f"http://{host}:{port}"
