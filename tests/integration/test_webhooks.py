@@ -356,3 +356,30 @@ def test_exhausted_deliveries_are_dead_lettered_and_a_failing_endpoint_is_disabl
         assert disabled.status == "disabled"
         assert "HTTP 500" in (disabled.disabled_reason or "")
         assert drain(lifecycle["queue"]) == []
+        # WHEN the owner re-enables it and redelivers the dead delivery (a second time is refused)
+        from skyloop.errors import ConflictError
+        from skyloop.webhooks import service
+        from skyloop.webhooks.models import UpdateWebhookRequest
+        from skyloop.webhooks.queue import SqsQueue
+
+        queue = SqsQueue(deps.client("sqs"), lifecycle["queue"])
+        with principals.acting_as(as_principal(alice)):
+            with pytest.raises(ConflictError, match="disabled"):
+                service.redeliver(webhook_records(), queue, hook.id, delivery.id)
+            service.update(
+                webhook_records(), get_settings(), hook.id, UpdateWebhookRequest(enabled=True), {"enabled"}
+            )
+            service.redeliver(webhook_records(), queue, hook.id, delivery.id)
+            with pytest.raises(ConflictError, match="pending"):
+                service.redeliver(webhook_records(), queue, hook.id, delivery.id)
+        assert deliver(lifecycle["queue"])[0] == {"batchItemFailures": []}
+        # THEN it arrives under the same webhook-id, and its attempts start again at 1
+        assert receiver.received[-1].webhook_id == delivery.id
+        (again,) = webhook_records().list_deliveries(hook.id)[0]
+        assert again.status == "succeeded"
+        assert [(a.attempt, a.response_code) for a in again.attempts] == [
+            (1, 500),
+            (2, 500),
+            (3, 500),
+            (1, 200),
+        ]

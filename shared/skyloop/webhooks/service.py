@@ -149,15 +149,17 @@ def deliveries(
 def redeliver(
     records: WebhookRecords, queue: DeliveryQueue, endpoint_id: str, event_id: str
 ) -> dict[str, Any]:
-    """Attempt a delivery again from its first retry on (same ``webhook-id``): dead ones, or any."""
+    """Attempt a dead (or delivered) delivery again from the schedule's start, with the same ``webhook-id``."""
     endpoint = get_endpoint(records, endpoint_id)
     found = records.get_delivery(endpoint.id, event_id) if event_id.startswith("evt_") else None
     if found is None:
         raise NotFoundError(f"Delivery not found: '{event_id}'")
-    if endpoint.status != "enabled":
-        from skyloop.errors import ConflictError
+    from skyloop.errors import ConflictError
 
+    if endpoint.status != "enabled":
         raise ConflictError("the endpoint is disabled: PATCH it with enabled=true first")
+    if found.status in ("pending", "retrying"):  # its message is queued already: one at a time
+        raise ConflictError(f"delivery '{event_id}' is {found.status}: it will be attempted anyway")
     records.set_delivery_status(found, "pending")
     redelivery = 1 + sum(1 for a in found.attempts if a.attempt == 1)
     queue.enqueue(found.model_copy(update={"status": "pending"}), redelivery=redelivery)
