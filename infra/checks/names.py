@@ -62,6 +62,7 @@ NAME_RULES: dict[str, tuple[NameRule, ...]] = {
     "AWS::CloudFront::OriginAccessControl": (NameRule("OriginAccessControlConfig.Name", 1, 64),),
     "AWS::CloudFront::Distribution": (),
     "AWS::Events::Rule": (NameRule("Name", 1, 64, r"[.\-_A-Za-z0-9]+"),),
+    "AWS::Events::EventBus": (NameRule("Name", 1, 256, r"[/.\-_A-Za-z0-9]+"),),
     "AWS::SQS::Queue": (NameRule("QueueName", 1, 80, r"[A-Za-z0-9_-]+(\.fifo)?"),),
     "AWS::SNS::Topic": (NameRule("TopicName", 1, 256, r"[A-Za-z0-9_-]+(\.fifo)?"),),
     "AWS::CloudWatch::Alarm": (NameRule("AlarmName", 1, 255),),

@@ -298,6 +298,8 @@ class Artifacts:
             # the live channel's stage (this turn watches over SSE; nothing posts to it)
             "SKYLOOP_LIVE_URL": "wss://live.execute-api.us-east-1.amazonaws.com/live",
             "SKYLOOP_LIVE_ENDPOINT": "https://live.execute-api.us-east-1.amazonaws.com/live",
+            # webhook deliveries (no endpoint is registered in this turn: nothing is sent)
+            "SKYLOOP_WEBHOOK_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/deliveries.fifo",
         }
         env: dict[str, str] = {}
         for key, value in variables.items():

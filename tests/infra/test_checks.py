@@ -32,7 +32,7 @@ ACKNOWLEDGED = {
     ),
     *(
         ("/Skyloop/Functions", f"AwsSolutions-IAM5[Resource::<BlobsBucket1038ED5D.Arn>/{prefix}/*]")
-        for prefix in ("sessions", "agents", "files")
+        for prefix in ("sessions", "agents", "files", "webhooks")
     ),
     *(
         (
@@ -49,6 +49,8 @@ ACKNOWLEDGED = {
     ),
     ("/Skyloop/Live/Api", "AwsSolutions-APIG4"),
     ("/Skyloop/Live/FanoutFailures", "AwsSolutions-SQS3"),
+    ("/Skyloop/Lifecycle/PublisherFailures", "AwsSolutions-SQS3"),
+    ("/Skyloop/Lifecycle/DeadDeliveries", "AwsSolutions-SQS3"),
     ("/Skyloop/Blobs/Bucket", "AwsSolutions-S1"),
     ("/Skyloop/SmokeTool/Echo", "AwsSolutions-L1"),
     ("/Skyloop/Turns/StateMachine", "AwsSolutions-IAM5[Resource::*]"),
