@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import pickle
 import sys
 import threading
@@ -92,7 +93,8 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
             if definition not in _programs:
                 _programs[definition] = _frozen(original_entrypoint(self))
             program = _programs[definition]
-        return pickle.loads(program) if isinstance(program, bytes) else copy.deepcopy(program)
+        program = pickle.loads(program) if isinstance(program, bytes) else copy.deepcopy(program)
+        return _started_at(program, self._evaluation_details.execution_details.inpt)
 
     replace(ExecutionWorker, "_get_evaluation_entrypoint", entrypoint)
 
@@ -108,6 +110,30 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
 
     _undo.append(undo)
     return undo
+
+
+def _started_at(program: Any, execution_input: Any) -> Any:
+    """The execution's own copy of the program, beginning at the state its input names, if it names one.
+
+    Only the local stack's restarts set that field (:data:`skyloop.local.recovery.START_AT`), to
+    continue a turn whose execution did not survive the stack; a state the program lacks is an error.
+    """
+    from moto.stepfunctions.parser.asl.component.common.flow.start_at import StartAt
+
+    from skyloop.local.recovery import START_AT
+
+    if isinstance(execution_input, str):
+        try:
+            execution_input = json.loads(execution_input)
+        except ValueError:
+            return program
+    if not isinstance(execution_input, dict) or START_AT not in execution_input:
+        return program
+    name = execution_input[START_AT]
+    if name not in program.states.states:
+        raise ValueError(f"{START_AT}: the state machine has no state {name!r}")
+    program.start_at = StartAt(start_at_name=name)
+    return program
 
 
 def report_heartbeat_timeouts() -> Callable[[], None]:

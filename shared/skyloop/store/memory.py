@@ -12,7 +12,7 @@ import copy
 import itertools
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from skyloop.errors import ConflictError, InvalidInputError, NotFoundError
@@ -337,7 +337,9 @@ class MemoryStore:
                     "output_tokens": turn.output_tokens + decision.output_tokens,
                 }
             )
-            data.decisions[decision.response_id] = decision
+            data.decisions[decision.response_id] = (
+                decision if decision.decided_at else replace(decision, decided_at=now)
+            )
         for resolution in batch.approvals:
             key = (resolution.call.response_id, resolution.call.call_id)
             update: dict[str, Any] = {

@@ -286,6 +286,7 @@ class EventLog(TableBase):
             "unanswered": decision.unanswered,
             "input_tokens": decision.input_tokens,
             "output_tokens": decision.output_tokens,
+            "decided_at": decision.decided_at or int(time.time()),
         }
         values = {
             ":u": codec.attr(decision.unanswered),
