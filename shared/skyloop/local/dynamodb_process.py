@@ -270,6 +270,7 @@ def load_tables(data_dir: str) -> tuple[Any, dict[str, Any]]:
     from skyloop.local.persistence.datadir import lock_file
 
     root = Path(data_dir)
+    (root / "dynamodb").mkdir(parents=True, exist_ok=True)
     held = lock_file(root / "dynamodb" / "dynamodb.lock", f"another process keeps the tables of {root}")
     persistence = tables.TablePersistence(root / "dynamodb", root, dispatch_aws)
     persistence.lock_handle = held
