@@ -66,6 +66,25 @@ def preload() -> None:
         if not spec.streaming:
             handler_for(spec.name)
     _warm_openai()
+    _preload_lazy_imports()
+
+
+def _preload_lazy_imports() -> None:
+    """What a first model step or message imports lazily, imported here once for every environment.
+
+    A module imported in an environment is its own copy (tens of MB over a
+    few environments); imported here, every fork shares it.
+    """
+    import importlib
+
+    for module in (
+        "aws_lambda_powertools.utilities.parameters",  # the model key's read
+        "skyloop.outbound",
+        "skyloop.tools.declared",
+    ):
+        importlib.import_module(module)
+
+    "warm-up.invalid".encode("idna")  # the model URL's host: encodings.idna and stringprep
 
 
 def _warm_openai() -> None:

@@ -51,8 +51,34 @@ _lock = threading.Lock()
 _undo: list[Callable[[], None]] = []
 
 
+def skip_batch() -> None:
+    """Let the interpreter load without moto's Batch and EC2 (about 100 MB of the stack's memory).
+
+    The interpreter's ``arn:aws:states:::batch`` integration imports
+    ``moto.batch.utils`` for one enum; importing that package runs
+    ``moto/batch/__init__.py``, which loads moto's EC2 models and their instance
+    type tables (~100 MB resident, ~1 s). The turn machine has no Batch task,
+    so ``moto.batch`` is registered as a bare package: ``moto.batch.utils`` still
+    imports from its real file, the rest of moto's Batch does not load (a Batch
+    request to the local stack fails).
+    """
+    import importlib.util
+    import types
+
+    if "moto.batch" in sys.modules:
+        return
+    spec = importlib.util.find_spec("moto.batch")
+    if spec is None or spec.submodule_search_locations is None:
+        return
+    package = types.ModuleType("moto.batch")
+    package.__path__ = list(spec.submodule_search_locations)
+    package.__spec__ = spec
+    sys.modules["moto.batch"] = package
+
+
 def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit with one undo)
     """Apply the three caches; returns the undo."""
+    skip_batch()
     import moto.stepfunctions.parser.asl.component.common.path.result_path as result_path
     import moto.stepfunctions.parser.asl.component.state.exec.state_task.lambda_eval_utils  # noqa: F401
     import moto.stepfunctions.parser.asl.utils.json_path as json_path
