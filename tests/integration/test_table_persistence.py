@@ -181,3 +181,39 @@ def test_after_sigkill_every_acknowledged_write_is_there(tmp_path: Path) -> None
             assert acked <= stored <= writers.tried[key], (key, acked, stored, writers.tried[key])
     finally:
         handle.close()
+
+
+def test_a_read_makes_every_write_it_could_see_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a process whose journal syncs unawaited writes only after 30 s
+    monkeypatch.setenv("SKYLOOP_JOURNAL_FLUSH_DELAY_S", "30")
+    handle, remote = started(tmp_path)
+    create_table(remote)
+    headers = [
+        ("X-Amz-Target", "DynamoDB_20120810.PutItem"),
+        ("Content-Type", "application/x-amz-json-1.0"),
+        ("X-Skyloop-Sync", "deferred"),  # as a turn step writes: answered without waiting for the disk
+    ]
+    keys = [{"pk": {"S": "turn"}, "sk": {"S": f"{i:03d}"}} for i in range(10)]
+    for key in keys:
+        status, _, _ = remote.call(
+            "POST", URL, headers, json.dumps({"TableName": TABLE, "Item": key}).encode()
+        )
+        assert status == 200
+
+    # When a client-facing read sees the last of them, and the process is killed right after
+    status, out = call(remote, "GetItem", {"TableName": TABLE, "Key": keys[-1], "ConsistentRead": True})
+    assert status == 200
+    assert out["Item"] == keys[-1]
+    handle._proc.kill()
+    handle.close()
+
+    # Then everything written before that read is there
+    handle, remote = started(tmp_path)
+    try:
+        assert [
+            k for k in keys if "Item" not in call(remote, "GetItem", {"TableName": TABLE, "Key": k})[1]
+        ] == []
+    finally:
+        handle.close()

@@ -262,7 +262,9 @@ def start(  # noqa: C901  (the start-up sequence, one step after another)
     os.environ["SKYLOOP_BLOB_BUCKET"] = resources.blob_bucket
     deps.reset()
     if lambda_runtime == "process":  # started now: environments take the finished environment
-        lambda_hook.install(ProcessRuntime([f.name for f in manifest.FUNCTIONS if not f.streaming]))
+        # one warm environment per function a turn or a request needs (scheduled ones run in-process here)
+        warm = [f.name for f in manifest.FUNCTIONS if not f.streaming and not f.scheduled]
+        lambda_hook.install(ProcessRuntime(warm))
 
     recovered = None
     if data is not None:  # executions do not survive a restart: continue the turns the table says ran

@@ -331,7 +331,7 @@ def serve(handler: Any, action: str) -> tuple[int, dict[str, str], str]:
         except HTTPException as exc:  # what moto's call_action makes of one
             status, headers, body = int(exc.code or 500), dict(exc.get_headers() or []), exc.description
         if _observers:
-            ticket = _observers[0].end_request()
+            ticket = _observers[0].end_request(_deferred(handler.headers))
     if ticket is not None:
         failure = _settle(ticket)
         if failure is not None:
@@ -352,8 +352,11 @@ def _fast_request_id(_headers: dict[str, str] | None = None) -> str:
 class RequestObserver(Protocol):
     """Told about every DynamoDB request moto served here (the data directory's journal)."""
 
-    def end_request(self) -> int | None:
-        """Called under the DynamoDB lock as a request ends; returns what :meth:`wait` must see settled."""
+    def end_request(self, deferred: bool = False) -> int | None:
+        """Called under the DynamoDB lock as a request ends; returns what :meth:`wait` must see settled.
+
+        ``deferred``: the request asked not to wait (see ``skyloop.local.persistence.dynamodb``).
+        """
         ...
 
     def wait(self, ticket: int) -> None:
@@ -368,6 +371,15 @@ def observe(observer: RequestObserver) -> Callable[[], None]:
     """Have ``observer`` see every request from now on; returns the undo."""
     _observers[:] = [observer]
     return _observers.clear
+
+
+def _deferred(headers: Any) -> bool:
+    """Whether a request carries ``X-Skyloop-Sync: deferred`` (its answer need not wait for the disk)."""
+    try:
+        value = headers.get("X-Skyloop-Sync") or headers.get("x-skyloop-sync")
+    except AttributeError:
+        return False
+    return value in ("deferred", b"deferred")
 
 
 def _settle(ticket: int) -> tuple[int, dict[str, str], str] | None:
@@ -565,7 +577,7 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
                 result = _ORIGINAL["call_action"](self)
             finally:
                 if _observers:
-                    ticket = _observers[0].end_request()
+                    ticket = _observers[0].end_request(_deferred(self.headers))
         if ticket is not None:
             failure = _settle(ticket)
             if failure is not None:

@@ -56,6 +56,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("skyloop.local")
 
+# A DynamoDB request carrying this header is not answered later for the sake of the journal: what it
+# changed is journaled in order as always and synced by the journal's own thread within moments. The
+# local Lambda environments of the turn steps send it (lambda_worker): their writes are the turn's
+# internal progress, answered to no client; every request that does answer a client (the API function,
+# the stream's reads, the moto endpoint) still waits until everything journaled before it is on disk,
+# so a client never sees, and is never told of, anything a crash could take back.
+DEFER_HEADER = "X-Skyloop-Sync"
+DEFERRED = "deferred"
+DEFERRED_SYNC_FUNCTIONS = frozenset({"turn", "run_tool"})
 SNAPSHOT_BYTES = int(os.environ.get("SKYLOOP_SNAPSHOT_BYTES", str(64 * 1024 * 1024)))
 MAX_JOURNALS = 16  # journal files (one per start) before a start takes a snapshot anyway
 CHUNK_PARTITIONS = 64  # partitions written per hold of the lock while a snapshot is taken
@@ -256,8 +265,11 @@ class TablePersistence:
     def table_changed(self, account: str, region: str, name: str) -> None:
         self._tables.add((account, region, name))
 
-    def end_request(self) -> int | None:
-        """Under the lock: journal what the request changed; returns the position to wait for."""
+    def end_request(self, deferred: bool = False) -> int | None:
+        """Under the lock: journal what the request changed; returns the position to wait for.
+
+        ``deferred`` (see :data:`DEFER_HEADER`): nothing to wait for; the journal's thread syncs it.
+        """
         writer = self.writer
         if writer is None:
             self._touched.clear()
@@ -271,6 +283,9 @@ class TablePersistence:
             for record in self._item_records(self._touched.values()):
                 writer.append(record)
             self._touched.clear()
+        if deferred:
+            writer.kick()
+            return None
         return writer.position
 
     def wait(self, ticket: int) -> None:

@@ -24,6 +24,7 @@ import json
 import os
 import struct
 import threading
+import time
 import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
+# How long the writer's own thread waits after an unawaited append before syncing: a turn step's next
+# writes join the same sync. A request that waits never waits for this (it syncs at once).
+FLUSH_DELAY_S = float(os.environ.get("SKYLOOP_JOURNAL_FLUSH_DELAY_S", "0.005"))
 MAGIC = b"SKJ1"
 _HEAD = struct.Struct(">4sII")
 MAX_RECORD = 256 * 1024 * 1024  # a length beyond this is damage, not a record
@@ -180,6 +184,8 @@ class JournalWriter:
         self._failed: BaseException | None = None
         self.bytes_since_snapshot = 0
         self.syncs = 0
+        self._kicked = threading.Event()
+        self._flusher: threading.Thread | None = None
 
     @staticmethod
     def _open(path: Path, header: dict[str, Any]) -> int:
@@ -242,6 +248,23 @@ class JournalWriter:
     def sync(self) -> None:
         """Everything appended so far, on disk."""
         self.wait(self._written)
+
+    def kick(self) -> None:
+        """Have what is appended synced soon, by a thread of the writer's own (nobody waits for it)."""
+        if self._flusher is None:
+            with self._cond:
+                if self._flusher is None:
+                    self._flusher = threading.Thread(target=self._flush, name="journal-flusher", daemon=True)
+                    self._flusher.start()
+        self._kicked.set()
+
+    def _flush(self) -> None:
+        while self._fd >= 0:
+            self._kicked.wait()
+            time.sleep(FLUSH_DELAY_S)  # gather the rest of a step's writes into the same sync
+            self._kicked.clear()
+            with contextlib.suppress(JournalError):  # the next acknowledged request reports it
+                self.sync()
 
     def rotate(self, path: Path, header: dict[str, Any]) -> None:
         """Continue in a new file (the caller holds its own lock, so no append races this)."""
