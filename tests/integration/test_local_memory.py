@@ -49,3 +49,29 @@ def test_the_s3_client_is_built_on_the_first_blob_only() -> None:
         blobs.put("k", b"v")
         assert blobs.get("k") == b"v"
     assert built == [s3]
+
+
+def test_a_state_machine_keeps_only_its_newest_finished_executions() -> None:
+    # moto keeps every execution and its history, and scans them all on every start
+    out = run(
+        """
+        import json, time, boto3
+        from moto import mock_aws
+        from skyloop.local import moto_stepfunctions
+        config = {"stepfunctions": {"execute_state_machine": True}}
+        with mock_aws(config=config):
+            undo = moto_stepfunctions.bound_executions(keep=3)
+            sfn = boto3.client("stepfunctions", region_name="us-east-1")
+            definition = {"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}}
+            arn = sfn.create_state_machine(
+                name="m", definition=json.dumps(definition), roleArn="arn:aws:iam::123456789012:role/r"
+            )["stateMachineArn"]
+            for i in range(10):
+                sfn.start_execution(stateMachineArn=arn, name=f"e{i}")
+                time.sleep(0.2)  # each one finishes before the next starts
+            names = [e["name"] for e in sfn.list_executions(stateMachineArn=arn)["executions"]]
+            undo()
+        print(sorted(names))
+        """
+    )
+    assert out == "['e6', 'e7', 'e8', 'e9']"

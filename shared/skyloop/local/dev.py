@@ -226,6 +226,7 @@ def start(  # noqa: C901  (the start-up sequence, one step after another)
     lambda_hook.install_invoke_shortcut()
     moto_stepfunctions.install()
     moto_stepfunctions.report_heartbeat_timeouts()
+    moto_stepfunctions.bound_executions()
     lambda_hook.install()
     loaded: list[str] = []
     if dynamodb is not None:  # before anything touches the table: one table, in that process

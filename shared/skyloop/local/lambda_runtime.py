@@ -249,7 +249,7 @@ def _setting(name: str, default: int) -> int:
 # The API keeps one invocation per environment (Powertools' resolver keeps the request on its
 # class) and at most a few environments: its requests take milliseconds.
 CONCURRENCY = {"turn": _setting("SKYLOOP_LAMBDA_TURN_CONCURRENCY", 32)}
-ENVIRONMENTS = {"api": _setting("SKYLOOP_LAMBDA_API_ENVIRONMENTS", 4), "turn": 4, "run_tool": 8}
+ENVIRONMENTS = {"api": _setting("SKYLOOP_LAMBDA_API_ENVIRONMENTS", 2), "turn": 4, "run_tool": 8}
 _AWS_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lambda-aws")
 
 

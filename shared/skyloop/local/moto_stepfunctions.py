@@ -162,6 +162,43 @@ def _started_at(program: Any, execution_input: Any) -> Any:
     return program
 
 
+KEEP_FINISHED = 200  # finished executions a state machine keeps (the newest; running ones are all kept)
+
+
+def bound_executions(keep: int = KEEP_FINISHED) -> Callable[[], None]:
+    """Keep the newest ``keep`` finished executions of a state machine, not every one since the start.
+
+    moto keeps every execution with its whole event history (every state's
+    input and output), and scans them all on every StartExecution, describe
+    and task token: after a thousand turns both the stack's memory and every
+    turn's cost had grown with all the turns before it. Each StartExecution
+    first drops the oldest finished executions beyond ``keep`` (a new list, so
+    a describe iterating the old one is not disturbed; under a lock, so no
+    start is lost). Turns never read a finished execution's history; the
+    reconciler sees a pruned execution as ended, as it is. Returns the undo.
+    """
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    original = StepFunctionsParserBackend.start_execution
+    lock = threading.Lock()
+
+    def start_execution(self: Any, state_machine_arn: str, *args: Any, **kwargs: Any) -> Any:
+        with lock:
+            machine = self.describe_state_machine(state_machine_arn)
+            executions = machine.executions
+            finished = [e for e in executions if e.exec_status != "RUNNING"]
+            if len(finished) > keep:
+                drop = {id(e) for e in finished[: len(finished) - keep]}
+                machine.executions = [e for e in executions if id(e) not in drop]
+            return original(self, state_machine_arn, *args, **kwargs)
+
+    def undo() -> None:
+        replace(StepFunctionsParserBackend, "start_execution", original)
+
+    replace(StepFunctionsParserBackend, "start_execution", start_execution)
+    return undo
+
+
 def report_heartbeat_timeouts() -> Callable[[], None]:
     """Make a missed heartbeat fail its task with ``States.HeartbeatTimeout``, as Step Functions does.
 
