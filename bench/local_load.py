@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import memory
 import turn_latency as tl
 
 DEFAULT_OUT = tl.RESULTS_DIR / "local_load.json"
@@ -37,6 +38,10 @@ TARGETS = {
     "tool_turn_ms": 400.0,
     "text_turn_ms": 250.0,
     "session_create_ms": 50.0,
+    # issue 23, measured with persistence on (the default): the stack keeps its data on disk
+    "peak_memory_pss_mib": 400.0,
+    "warm_tool_turn_ms": 80.0,
+    "concurrent_10_model_latency_wall_ratio": 1.5,
 }
 
 
@@ -317,11 +322,18 @@ def concurrent_levels(
     return results
 
 
+def data_dir_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.exists() else 0
+
+
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {}
-    with tl.running_stack(tl.RESULTS_DIR, args.out.stem) as stack:
+    with tl.running_stack(tl.RESULTS_DIR, args.out.stem, persist=not args.ephemeral) as stack:
         bench = LoadBench(stack, args.turn_timeout)
+        sampler = memory.MemorySampler(bench.dev_pid)
+        report["persistence"] = "off (--ephemeral)" if args.ephemeral else "on (a fresh data directory)"
         try:
+            sampler.__enter__()
             bench.prepare()
             for _ in range(args.warmup):
                 bench.text_ms()
@@ -361,7 +373,18 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 f"  ratios text {report['full_table']['ratio_text']} tool {report['full_table']['ratio_tool']}"
             )
         finally:
+            sampler.__exit__()
             bench.close()
+        report["memory"] = sampler.report()
+        report["memory"]["data_dir_mib"] = round(
+            data_dir_bytes(tl.RESULTS_DIR / f"{args.out.stem}.data") / 2**20, 1
+        )
+        peak = report["memory"]
+        print(
+            f"memory: peak PSS {peak['peak_pss_mib']} MiB (RSS summed {peak['peak_rss_sum_mib']} MiB), "
+            f"{peak['most_processes']} processes at most; data directory {peak['data_dir_mib']} MiB",
+            flush=True,
+        )
     return report
 
 
@@ -378,6 +401,11 @@ def verdict(report: dict[str, Any]) -> dict[str, Any]:
         "tool_turn_ms": base["tool_turn_ms"]["median"],
         "text_turn_ms": base["text_turn_ms"]["median"],
         "session_create_ms": base["session_create_ms"]["median"],
+        "peak_memory_pss_mib": report["memory"]["peak_pss_mib"],
+        "warm_tool_turn_ms": base["tool_turn_ms"]["median"],
+        "concurrent_10_model_latency_wall_ratio": report.get("concurrent_model_latency", {})
+        .get("10", {})
+        .get("wall_ratio_to_n1"),
     }
     out: dict[str, Any] = {}
     for name, value in measured.items():
@@ -428,6 +456,11 @@ def main(argv: list[str] | None = None) -> int:
         help="also run concurrent_model_latency: N=1 and 10 with every model answer delayed MS ms (0: not run)",
     )
     parser.add_argument("--quick", action="store_true", help="samples 5, rounds 2, preload 200")
+    parser.add_argument(
+        "--ephemeral",
+        action="store_true",
+        help="run the stack with --ephemeral (persistence off, to compare)",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
     if args.quick:

@@ -128,18 +128,21 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], log_path: Path) -> None:
 
 
 @contextmanager
-def running_stack(log_dir: Path, prefix: str) -> Iterator[Stack]:
+def running_stack(log_dir: Path, prefix: str, *, persist: bool = True) -> Iterator[Stack]:
     """``skyloop dev`` and ``skyloop mock-llm`` on free ports; both are stopped on the way out.
 
-    Their output goes to ``<log_dir>/<prefix>.dev.log`` and ``<prefix>.mock-llm.log``.
+    Their output goes to ``<log_dir>/<prefix>.dev.log`` and ``<prefix>.mock-llm.log``. With
+    ``persist`` (the default, as ``skyloop dev`` runs by default) the stack keeps its data in
+    ``<log_dir>/<prefix>.data``, emptied first; without, it keeps nothing (``--ephemeral``).
     """
     log_dir.mkdir(parents=True, exist_ok=True)
     procs: list[subprocess.Popen[bytes]] = []
+    data = ["--data-dir", str(log_dir / f"{prefix}.data"), "--reset"] if persist else ["--ephemeral"]
     try:
         mock_port, api_port = free_port(), free_port()
         mock_log, dev_log = log_dir / f"{prefix}.mock-llm.log", log_dir / f"{prefix}.dev.log"
         procs.append(start_process(["mock-llm", "--port", str(mock_port)], mock_log, {}))
-        procs.append(start_process(["dev", "--port", str(api_port)], dev_log, {"OPENAI_API_KEY": ""}))
+        procs.append(start_process(["dev", "--port", str(api_port), *data], dev_log, {"OPENAI_API_KEY": ""}))
         stack = Stack(
             api_url=f"http://127.0.0.1:{api_port}",
             mock_url=f"http://127.0.0.1:{mock_port}",

@@ -67,8 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--same-session", action="store_true", help="all turns in one session")
     parser.add_argument("--py-spy", help="path to a py-spy binary: sample the measured turns")
     parser.add_argument("--rate", type=int, default=250, help="py-spy samples per second")
+    parser.add_argument(
+        "--ephemeral", action="store_true", help="run the stack with --ephemeral (persistence off)"
+    )
     args = parser.parse_args(argv)
-    with tl.running_stack(tl.RESULTS_DIR, "turn_profile") as stack:
+    with tl.running_stack(tl.RESULTS_DIR, "turn_profile", persist=not args.ephemeral) as stack:
         bench = ll.LoadBench(stack, 60.0)
         try:
             bench.prepare()

@@ -28,7 +28,9 @@ def handler(event: dict, context: LambdaContext) -> dict:
 def _handle(event: dict, context: LambdaContext) -> dict:
     request = TurnStepInput.model_validate(event)
     state = request.state
-    logger.append_keys(
+    # per thread: the local stack runs several turn steps at once in one environment
+    logger.thread_safe_clear_keys()
+    logger.thread_safe_append_keys(
         step=request.step,
         session_id=state.session_id,
         response_id=state.response_id,

@@ -1,7 +1,8 @@
 """The ``skyloop`` command.
 
 Examples:
-    skyloop dev --port 8080          # the local stack on moto, with the example agent ``coder``
+    skyloop dev --port 8080          # the local stack on moto, with the example agent ``coder``; data in ./.skyloop
+    skyloop dev --ephemeral          # the same, keeping nothing; --data-dir PATH elsewhere, --reset to wipe it
     skyloop mock-llm --port 8089     # the scripted OpenAI-compatible model
     skyloop token create --table <TableName> --name laptop --principal alice   # prints a token once
     skyloop token revoke --table <TableName> <token id>
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,6 +50,23 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE.py",
         help="a Python file whose (event, context) functions become local Lambda functions that agents "
         "can declare as tools ({type: lambda, function: <name>}); may be given more than once",
+    )
+    data = dev.add_mutually_exclusive_group()
+    data.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(os.environ.get("SKYLOOP_DATA_DIR") or ".skyloop"),
+        metavar="PATH",
+        help="where the stack keeps its tables, files and secrets between runs (default: ./.skyloop, "
+        "or SKYLOOP_DATA_DIR); every acknowledged write is on disk",
+    )
+    data.add_argument(
+        "--ephemeral",
+        action="store_true",
+        help="keep nothing: all data lives in memory and ends with the stack",
+    )
+    dev.add_argument(
+        "--reset", action="store_true", help="delete everything in the data directory first, then start empty"
     )
     mock = sub.add_parser("mock-llm", help="serve the scripted OpenAI-compatible mock model")
     mock.add_argument("--host", default="127.0.0.1")
@@ -296,12 +315,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "dev":
         from skyloop.local.dev import serve
 
-        serve(
+        if args.ephemeral and args.reset:
+            print("skyloop dev: --reset wipes a data directory; --ephemeral has none", file=sys.stderr)
+            return 2
+        return serve(
             args.host,
             args.port,
             require_token=args.require_token,
             lambda_runtime=args.lambda_runtime,
             lambda_tools=args.lambda_tools,
+            data_dir=None if args.ephemeral else args.data_dir,
+            reset=args.reset,
         )
     elif args.command == "mock-llm":
         from skyloop.mockllm import serve as serve_mock

@@ -33,7 +33,8 @@ def store() -> DynamoStore:
     from skyloop.store.blobs import S3Blobs
 
     settings = get_settings()
-    blobs = S3Blobs(client("s3"), settings.blob_bucket) if settings.blob_bucket else None
+    # the S3 client is built when a blob is first needed (most containers never need one)
+    blobs = S3Blobs(lambda: client("s3"), settings.blob_bucket) if settings.blob_bucket else None
     return DynamoStore(settings.table_name, client("dynamodb"), event_ttl_s=settings.event_ttl_s, blobs=blobs)
 
 

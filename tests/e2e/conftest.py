@@ -89,7 +89,7 @@ def live_server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tu
     # Bedrock agents here talk to the mock: sign with dummy keys, never the developer's AWS identity
     bedrock = {"SKYLOOP_BEDROCK_ACCESS_KEY_ID": "mock", "SKYLOOP_BEDROCK_SECRET_ACCESS_KEY": "mock"}
     env = {"OPENAI_API_KEY": "", "SKYLOOP_HEARTBEAT_S": "15", **bedrock}
-    proc = _start(["dev", "--port", str(port)], log, env)
+    proc = _start(["dev", "--port", str(port), "--ephemeral"], log, env)
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(url, proc, log, "/health")
@@ -333,12 +333,20 @@ class StreamWatcher:
     afterwards is seen. Stored events are ``frames`` with an ``id``; heartbeats have none.
     """
 
-    def __init__(self, base_url: str, session_id: str, *, params: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        session_id: str,
+        *,
+        params: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         import threading
 
         self.base_url = base_url
         self.session_id = session_id
         self.params = params
+        self.headers = headers
         self.frames: list[Any] = []
         self.error: BaseException | None = None
         self.status_code: int | None = None
@@ -354,7 +362,9 @@ class StreamWatcher:
         try:
             with (
                 httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(30, read=None)) as client,
-                client.stream("GET", f"/v1/sessions/{self.session_id}/stream", params=self.params) as resp,
+                client.stream(
+                    "GET", f"/v1/sessions/{self.session_id}/stream", params=self.params, headers=self.headers
+                ) as resp,
             ):
                 self._response = resp
                 self.status_code = resp.status_code
@@ -485,7 +495,10 @@ def skyloop_dev_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ca
     def launch(env: dict[str, str] | None = None, args: list[str] | None = None) -> DevProcess:
         port = _free_port()
         log = tmp_path_factory.mktemp("skyloop-dev-extra") / "dev.log"
-        proc = _start(["dev", "--port", str(port), *(args or [])], log, {"OPENAI_API_KEY": "", **(env or {})})
+        args = args or []
+        if "--data-dir" not in args:
+            args = [*args, "--ephemeral"]  # keeps nothing unless the test gives it a directory of its own
+        proc = _start(["dev", "--port", str(port), *args], log, {"OPENAI_API_KEY": "", **(env or {})})
         handle = DevProcess(proc, f"http://127.0.0.1:{port}", log)
         started.append(handle)
         return handle

@@ -20,7 +20,9 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str
     """A dev server requiring tokens; yields (url, token, moto endpoint)."""
     port = _free_port()
     log = tmp_path_factory.mktemp("secured") / "dev.log"
-    proc = _start(["dev", "--port", str(port), "--require-token"], log, {"SKYLOOP_TOKEN_CACHE_S": "0"})
+    proc = _start(
+        ["dev", "--port", str(port), "--require-token", "--ephemeral"], log, {"SKYLOOP_TOKEN_CACHE_S": "0"}
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(url, proc, log, "/health")

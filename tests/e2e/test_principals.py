@@ -70,7 +70,7 @@ def tenants(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tenants]:
         "SKYLOOP_JWT_ISSUER": issuer.issuer,
         "SKYLOOP_JWT_AUDIENCE": AUDIENCE,
     }
-    proc = _start(["dev", "--port", str(port), "--require-token"], log, env)
+    proc = _start(["dev", "--port", str(port), "--require-token", "--ephemeral"], log, env)
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(url, proc, log, "/health")

@@ -6,6 +6,7 @@ semantics" means, so unit tests that use the fake test what production does.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import uuid
@@ -476,7 +477,12 @@ def test_decisions_parking_and_the_one_wake_up(store: Store) -> None:
         response_id="resp_p", iteration=0, next="await_client", consumed_seq=1, unanswered=1
     )
     store.append(Append(session.id, decision=decision))
-    assert store.get_decision(session.id, "resp_p") == decision
+    recorded = store.get_decision(session.id, "resp_p")
+    assert recorded is not None
+    # the store notes when the result landed (a turn continued after a restart keeps its deadline by it)
+    assert recorded.decided_at is not None
+    assert abs(recorded.decided_at - time.time()) < 60
+    assert dataclasses.replace(recorded, decided_at=None) == decision
     # the turn row says which iteration's result landed (the model step reads no marker for it)
     assert store.get_turn(session.id, "resp_p").decided_iteration == 0
     store.park_turn(session.id, "resp_p", task_token="token-1", iteration=0)

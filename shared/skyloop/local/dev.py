@@ -19,7 +19,7 @@ import logging
 import os
 import socket
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +66,12 @@ class DevStack:
     # the DynamoDB process's handle (skyloop.local.dynamodb_process), None when inline; held for the
     # stack's lifetime: the process lives as long as the handle's control connection
     dynamodb: Any = None
+    data_dir: Path | None = None  # where the stack keeps its data; None: nothing is kept (--ephemeral)
+    loaded: list[str] = field(default_factory=list)  # what was loaded from the data directory, for the banner
+    recovered: Any = None  # the turns continued after a restart (skyloop.local.recovery.Report)
+    keep: list[Any] = field(
+        default_factory=list
+    )  # the data directory's lock and journals, held while serving
 
 
 def capture_bedrock_identity(env: MutableMapping[str, str] | None = None) -> None:
@@ -174,7 +180,7 @@ def configure_environment(moto_port: int) -> None:
     os.environ.setdefault("SKYLOOP_WEBHOOK_DISABLE_AFTER_S", "300")
 
 
-def start(
+def start(  # noqa: C901  (the start-up sequence, one step after another)
     host: str,
     port: int,
     *,
@@ -183,6 +189,8 @@ def start(
     lambda_runtime: str = "process",
     lambda_tools: list[str] | None = None,
     lifecycle_events: bool = True,
+    data_dir: Path | None = None,
+    reset: bool = False,
 ) -> DevStack:
     """Bring the stack up; ``lambda_runtime`` is ``process`` (worker processes, as Lambda) or ``thread``.
 
@@ -191,8 +199,14 @@ def start(
 
     ``lambda_tools`` are Python files whose ``(event, context)`` functions become local
     Lambda functions (see :mod:`skyloop.local.lambda_tools`); ``smoke_echo``
-    (:mod:`skyloop.tools.smoke_echo`) always is one.
+    (:mod:`skyloop.tools.smoke_echo`) always is one. ``data_dir`` is where the
+    stack keeps its tables, objects and secrets (:mod:`skyloop.local.persistence`;
+    None keeps nothing), wiped first with ``reset``; turns that were running
+    when it last stopped are continued (:mod:`skyloop.local.recovery`).
     """
+    from skyloop.local.requirements import check_moto
+
+    check_moto()
     moto_port = moto_port or free_port()
     capture_bedrock_identity()
     configure_environment(moto_port)
@@ -211,7 +225,16 @@ def start(
     )
     if dynamodb_mode not in ("process", "inline"):
         raise SystemExit(f"{dynamodb_process.MODE_ENV}={dynamodb_mode!r}: use process or inline")
-    dynamodb = dynamodb_process.DynamoDBProcess() if dynamodb_mode == "process" else None
+    keep: list[Any] = []
+    data = None
+    if data_dir is not None:
+        from skyloop.local.persistence import DataDir
+
+        data = DataDir(data_dir.resolve())
+        data.open(reset=reset)  # locked from here on: a second stack on the same directory stops here
+        keep.append(data)
+    data_path = str(data.path) if data is not None else None
+    dynamodb = dynamodb_process.DynamoDBProcess(data_path) if dynamodb_mode == "process" else None
 
     from moto import mock_aws
     from moto.server import ThreadedMotoServer
@@ -233,16 +256,31 @@ def start(
     lambda_hook.install_invoke_shortcut()
     moto_stepfunctions.install()
     moto_stepfunctions.report_heartbeat_timeouts()
+    moto_stepfunctions.bound_executions()
     lambda_hook.install()
+    loaded: list[str] = []
     if dynamodb is not None:  # before anything touches the table: one table, in that process
         dynamodb_process.forward_moto(dynamodb.connect())
         os.environ[dynamodb_process.ADDRESS_ENV] = dynamodb.env_value  # the workers' way there
         dynamodb.watch(_stop_without_dynamodb)
+        summary = dynamodb.loaded
+    elif data_path is not None:
+        tables, summary = dynamodb_process.load_tables(data_path)
+        keep.append(tables)
+    else:
+        summary = {}
+    if summary:
+        loaded.append(
+            f"tables: {summary['items']} item images from {summary['records']} records in {summary['seconds']} s"
+        )
+        loaded.extend(summary["lines"])
     notifier.enable_wakeups()  # every append happens in this process (or is forwarded to it)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
     server.start()
 
     deps.reset()
+    if data is not None:
+        keep.append(_load_services(data, loaded))
     from skyloop.local import lambda_tools as local_tools
 
     resources = bootstrap(
@@ -260,12 +298,22 @@ def start(
     os.environ.setdefault("SKYLOOP_DEFAULT_EXECUTOR", json.dumps(default_executor(os.environ, url)))
     deps.reset()
     if lambda_runtime == "process":  # started now: environments take the finished environment
-        lambda_hook.install(ProcessRuntime([f.name for f in manifest.FUNCTIONS if f.local]))
+        # one warm environment per function a turn or a request needs (scheduled ones run in-process here)
+        warm = [f.name for f in manifest.FUNCTIONS if f.local and not f.scheduled]
+        lambda_hook.install(ProcessRuntime(warm))
 
     from skyloop.webhooks import local as local_webhooks
 
     if lifecycle_events:
         local_webhooks.start(deps.store(), deps.get_settings())  # before any session: it sees every one
+
+    recovered = None
+    if data is not None:  # executions do not survive a restart: continue the turns the table says ran
+        from skyloop.local import recovery
+
+        recovered = recovery.recover(
+            deps.store(), recovery.LocalEngine(deps.client("stepfunctions"), resources.state_machine_arn)
+        )
     _start_sweeper(float(os.environ.get("SKYLOOP_SWEEP_INTERVAL_S", "60")))
     _start_reconciler(float(os.environ.get("SKYLOOP_RECONCILE_INTERVAL_S", "60")))
     mock_app = mockllm.create_app()
@@ -285,7 +333,27 @@ def start(
         app=app,
         example_model=answering,
         dynamodb=dynamodb,
+        data_dir=data.path if data is not None else None,
+        loaded=loaded,
+        recovered=recovered,
+        keep=keep,
     )
+
+
+def _load_services(data: Any, loaded: list[str]) -> Any:
+    """S3 objects and secrets from the data directory into this process's moto; journaled from now on."""
+    from skyloop import deps
+    from skyloop.local.lambda_runtime import dispatch_aws
+    from skyloop.local.persistence import services
+
+    persistence = services.ServicePersistence(data.services, data.path)
+    report = persistence.load(lambda m, u, h, b: dispatch_aws(m, u, list(h.items()), b)[0])
+    persistence.start(lambda: services.export_state(deps.client))
+    services.install(persistence)
+    if report.records:
+        loaded.append(f"s3 and secrets: {report.items} requests replayed")
+    loaded.extend(report.lines())
+    return persistence
 
 
 def _stop_without_dynamodb(status: int) -> None:
@@ -349,10 +417,41 @@ def _register_example(url: str, mock_app: Any) -> tuple[str, str]:
         mock_app.state.mock.set_responder(OFFLINE_MODEL, offline_coder.respond)
     spec = AgentSpec.model_validate({"name": EXAMPLE_AGENT, "prompt": EXAMPLE_PROMPT, "executor": executor})
     store = deps.store()
-    agent = deps.register_agent(spec)
-    runners = sessions.Runners(deps.get_settings().default_runner_id)
-    sessions.create_session(store, agent, runners, title="example session")
+    agent = _kept_example(spec)  # a restart with a data directory keeps its agent and sessions
+    if agent is None:
+        agent = deps.register_agent(spec)
+    if not store.list_sessions(agent_name=EXAMPLE_AGENT, limit=1)[0]:
+        runners = sessions.Runners(deps.get_settings().default_runner_id)
+        sessions.create_session(store, agent, runners, title="example session")
     return agent.id, answering
+
+
+def _kept_example(spec: Any) -> Any:
+    """The stored ``coder`` if it is exactly ``spec`` (its key included), else None (a new version is due)."""
+    from skyloop import deps
+
+    agent = deps.store().find_agent_by_name(EXAMPLE_AGENT)
+    if agent is None:
+        return None
+    auth = spec.executor.auth
+    key = auth.api_key.get_secret_value() if auth is not None and auth.api_key is not None else None
+    try:
+        stored_key = deps.secrets().get(agent.api_key_secret) if agent.api_key_secret else None
+    except Exception:  # the secret is gone: register again
+        return None
+    bare = (
+        spec.model_copy(
+            update={
+                "executor": spec.executor.model_copy(
+                    update={"auth": auth.model_copy(update={"api_key": None})}
+                )
+            }
+        )
+        if auth is not None
+        else spec
+    )
+    same = bare.model_dump(mode="json") == agent.spec.model_dump(mode="json") and key == stored_key
+    return agent if same else None
 
 
 def serve(
@@ -362,12 +461,30 @@ def serve(
     require_token: bool = False,
     lambda_runtime: str = "process",
     lambda_tools: list[str] | None = None,
-) -> None:
+    data_dir: Path | None = None,
+    reset: bool = False,
+) -> int:
+    """Run the stack until stopped; ``data_dir`` None keeps nothing (``--ephemeral``). Returns the exit status."""
     import uvicorn
+
+    from skyloop.local.dynamodb_process import DynamoDBProcessError
+    from skyloop.local.persistence import DataDirError
+    from skyloop.local.requirements import MotoVersionError
 
     if require_token:
         os.environ["SKYLOOP_REQUIRE_TOKEN"] = "true"
-    stack = start(host, port, lambda_runtime=lambda_runtime, lambda_tools=lambda_tools)
+    try:
+        stack = start(
+            host,
+            port,
+            lambda_runtime=lambda_runtime,
+            lambda_tools=lambda_tools,
+            data_dir=data_dir,
+            reset=reset,
+        )
+    except (DataDirError, MotoVersionError, DynamoDBProcessError) as exc:
+        print(f"skyloop dev: {exc}", file=sys.stderr, flush=True)
+        return 2
     print(f"skyloop dev: serving {stack.url}", flush=True)
     print(f"  runner id:      {stack.runner_id}", flush=True)
     print(
@@ -376,6 +493,18 @@ def serve(
     )
     print(f"  moto endpoint:  {stack.moto_url}", flush=True)
     print(f"  event bus:      {EVENT_BUS}  (skyloop events tail --endpoint-url {stack.moto_url})", flush=True)
+    if stack.data_dir is None:
+        print(
+            "  data:           in memory only (--ephemeral): nothing is kept after the stack stops",
+            flush=True,
+        )
+    else:
+        print(f"  data:           {stack.data_dir}  (wipe it with --reset)", flush=True)
+    for line in stack.loaded:
+        print(f"  loaded          {line}", flush=True)
+    if stack.recovered is not None:
+        for line in stack.recovered.lines():
+            print(f"  recovered       {line}", flush=True)
     from skyloop.local import lambda_tools as local_tools
 
     for name in sorted(local_tools.all_tools()):
@@ -387,3 +516,4 @@ def serve(
         print(f"  bearer token:   {token}  (every route but /health requires it)", flush=True)
     sys.stdout.flush()
     uvicorn.run(stack.app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=1)
+    return 0

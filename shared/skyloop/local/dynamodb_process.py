@@ -48,7 +48,9 @@ if TYPE_CHECKING:
 
 ADDRESS_ENV = "SKYLOOP_LOCAL_DYNAMODB_ADDRESS"  # "<abstract socket name> <authkey>", for the workers
 MODE_ENV = "SKYLOOP_LOCAL_DYNAMODB"  # "process" (default with worker processes) or "inline"
-START_S = 60.0
+START_S = 600.0  # loading a large data directory takes a while; the process's own errors end it sooner
+DATA_DIR_ENV = "SKYLOOP_LOCAL_DYNAMODB_DATA"  # the data directory, handed to the process at start
+DATA_DIR_EXIT = 3  # the process's status when the data directory cannot be used (its message says why)
 
 Response = tuple[int, dict[str, Any], bytes]
 
@@ -90,21 +92,35 @@ class Remote:
                 return
 
 
-class DynamoDBProcess:
-    """The stack's handle on the DynamoDB process: started here, stopped when this closes."""
+class DynamoDBProcessError(RuntimeError):
+    """The DynamoDB process did not start (its own message, if it had one, is on stderr)."""
 
-    def __init__(self) -> None:
+
+class DynamoDBProcess:
+    """The stack's handle on the DynamoDB process: started here, stopped when this closes.
+
+    Args:
+        data_dir: the stack's data directory (the process keeps the table in its
+            ``dynamodb/`` folder), or None for a table that lives in memory only.
+    """
+
+    def __init__(self, data_dir: str | None = None) -> None:
         """Start the process; it loads moto while the stack does too (:meth:`connect` waits for it)."""
         self.address = f"skyloop-dynamodb-{os.getpid()}-{secrets.token_hex(8)}"
         self._authkey = secrets.token_hex(16)
+        env = {**os.environ, "SKYLOOP_DYNAMODB_AUTHKEY": self._authkey, DATA_DIR_ENV: data_dir or ""}
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "skyloop.local.dynamodb_process", self.address],
-            env={**os.environ, "SKYLOOP_DYNAMODB_AUTHKEY": self._authkey},
+            [sys.executable, "-m", "skyloop.local.dynamodb_process", self.address], env=env
         )
         self.remote = Remote(self.address, self._authkey.encode())
         self.env_value = f"{self.address} {self._authkey}"  # for ADDRESS_ENV
         self._control: Connection | None = None
         self._closing = False
+        self.loaded: dict[str, Any] = {}  # what the process loaded from the data directory
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
 
     def connect(self) -> Remote:
         """Wait until the process serves; the first connection is the one it lives as long as."""
@@ -118,11 +134,20 @@ class DynamoDBProcess:
                 code = self._proc.poll()
                 if code is not None or time.monotonic() > deadline:
                     self.close()
+                    if code == DATA_DIR_EXIT:
+                        raise DynamoDBProcessError("the data directory cannot be used (see above)") from None
                     why = (
                         f"exited with status {code} (its error is above)" if code is not None else "timed out"
                     )
-                    raise RuntimeError(f"the local DynamoDB process did not start: {why}") from None
+                    raise DynamoDBProcessError(f"the local DynamoDB process did not start: {why}") from None
                 time.sleep(0.02)
+        try:
+            self.loaded = dict(self._control.recv())
+        except (EOFError, OSError):
+            self.close()
+            raise DynamoDBProcessError(
+                "the local DynamoDB process ended while starting (see above)"
+            ) from None
         return self.remote
 
     def watch(self, on_exit: Callable[[int], None]) -> threading.Thread:
@@ -218,33 +243,79 @@ def _serve(conn: Connection, dispatch: Callable[[str, str, list[tuple[str, Any]]
                 return
 
 
-def _exit_with(control: Connection) -> None:
-    """The stack holds the control connection: when it closes (the stack exited or died), so do we."""
+def _exit_with(control: Connection, persistence: Any = None) -> None:
+    """The stack holds the control connection: when it closes (the stack exited or died), so do we.
+
+    Every acknowledged change is on disk already; closing the journal only
+    settles what was appended but never acknowledged (it may be kept or not).
+    """
     with contextlib.suppress(EOFError, OSError):
         while True:
             control.recv()
+    if persistence is not None:
+        with contextlib.suppress(Exception):
+            persistence.close()
     os._exit(0)
+
+
+def load_tables(data_dir: str) -> tuple[Any, dict[str, Any]]:
+    """Lock the data directory's tables, load them into this process's moto and journal from now on.
+
+    Returns the persistence (keep it: it holds the lock) and a summary for the stack's banner.
+    """
+    from pathlib import Path
+
+    from skyloop.local.lambda_runtime import dispatch_aws
+    from skyloop.local.persistence import dynamodb as tables
+    from skyloop.local.persistence.datadir import lock_file
+
+    root = Path(data_dir)
+    (root / "dynamodb").mkdir(parents=True, exist_ok=True)
+    held = lock_file(root / "dynamodb" / "dynamodb.lock", f"another process keeps the tables of {root}")
+    persistence = tables.TablePersistence(root / "dynamodb", root, dispatch_aws)
+    persistence.lock_handle = held
+    started = time.monotonic()
+    report = persistence.load()
+    tables.install(persistence)
+    summary = {
+        "records": report.records,
+        "items": report.items,
+        "seconds": round(time.monotonic() - started, 2),
+        "lines": report.lines(),
+    }
+    return persistence, summary
 
 
 def main(address: str) -> None:
     from multiprocessing.connection import Listener
 
     authkey = os.environ.pop("SKYLOOP_DYNAMODB_AUTHKEY").encode()
+    data_dir = os.environ.pop(DATA_DIR_ENV, "")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the stack, which closes our connection
     from moto import mock_aws
 
     from skyloop.local import dev, moto_core, moto_dynamodb
     from skyloop.local.lambda_runtime import dispatch_aws, name_process
+    from skyloop.local.persistence import DataDirError
 
     name_process("dynamodb")
     mock_aws(config=dev.MOTO_CONFIG).start()
     moto_core.install()
     moto_dynamodb.install()
+    summary: dict[str, Any] = {}
+    keep: Any = None
+    if data_dir:
+        try:
+            keep, summary = load_tables(data_dir)
+        except DataDirError as exc:
+            print(f"skyloop dev: {exc}", file=sys.stderr, flush=True)
+            os._exit(DATA_DIR_EXIT)
     listener = Listener("\0" + address, "AF_UNIX", authkey=authkey)
     gc.collect()
     gc.freeze()  # moto's and botocore's models live as long as the process (see skyloop.local.dev)
     control = listener.accept()
-    threading.Thread(target=_exit_with, args=(control,), name="control", daemon=True).start()
+    control.send(summary)
+    threading.Thread(target=_exit_with, args=(control, keep), name="control", daemon=True).start()
     while True:
         try:
             conn = listener.accept()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import itertools
 import json
 import logging
 import os
@@ -35,6 +36,7 @@ import sys
 import threading
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -138,16 +140,26 @@ def name_process(function_name: str) -> None:
         pass
 
 
-class _Worker:
-    """This process's handle on one execution environment."""
+class _Pending:
+    """One invocation in flight in an environment: its answer, once there."""
 
-    def __init__(self, function_name: str, pid: int, conn: Connection) -> None:
+    def __init__(self) -> None:
+        self.result: tuple[bytes, bool] | None = None
+        self.done = threading.Event()
+
+
+class _Worker:
+    """This process's handle on one execution environment (serving up to ``capacity`` invocations at once)."""
+
+    def __init__(self, function_name: str, pid: int, conn: Connection, capacity: int = 1) -> None:
         self.function_name = function_name
         self.pid = pid
         self.conn = conn
+        self.capacity = capacity
+        self.active = 0  # invocations handed to it and not released (the runtime's lock guards it)
         self.send_lock = threading.Lock()
-        self.result: tuple[bytes, bool] | None = None
-        self.done = threading.Event()
+        self._pending: dict[int, _Pending] = {}
+        self._ids = itertools.count()
         self.alive = True
         self.idle_since = time.monotonic()
         self.reader = threading.Thread(target=self._read, name=f"lambda-{function_name}", daemon=True)
@@ -157,6 +169,10 @@ class _Worker:
         with self.send_lock:
             self.conn.send(message)
 
+    def _answer_aws(self, call_id: int, request: tuple[Any, ...]) -> None:
+        with contextlib.suppress(OSError, ValueError):  # the environment is gone
+            self._send(("aws", call_id, dispatch_aws(*request)))
+
     def _read(self) -> None:
         while True:
             try:
@@ -165,21 +181,22 @@ class _Worker:
                 break
             kind = message[0]
             if kind == "aws":
-                try:
-                    self._send(dispatch_aws(*message[1:]))
-                except (OSError, ValueError):
-                    break
+                if self.capacity == 1:  # one invocation: its calls come one after another
+                    self._answer_aws(message[1], message[2:])
+                else:  # several: one's slow call must not hold up the others'
+                    _AWS_POOL.submit(self._answer_aws, message[1], message[2:])
             elif kind == "notify":
                 notifier.deliver(*message[1:])
             elif kind == "result":
-                self.result = (message[1], message[2])
-                self.done.set()
+                pending = self._pending.pop(message[1], None)
+                if pending is not None:
+                    pending.result = (message[2], message[3])
+                    pending.done.set()
         self.alive = False
-        self.done.set()
+        for pending in list(self._pending.values()):
+            pending.done.set()
 
     def invoke(self, invocation: Invocation) -> tuple[bytes, bool]:
-        self.result = None
-        self.done.clear()
         ctx = invocation.context
         fields = (
             ctx.function_name,
@@ -191,18 +208,23 @@ class _Worker:
             ctx.log_stream_name,
             ctx._deadline,
         )
+        invocation_id = next(self._ids)
+        pending = self._pending[invocation_id] = _Pending()
         try:
-            self._send(("invoke", invocation.payload, fields))
+            self._send(("invoke", invocation_id, invocation.payload, fields))
         except (OSError, ValueError):
             self.alive = False
+            self._pending.pop(invocation_id, None)
             return _exit_error(ctx.aws_request_id), True
-        if not self.done.wait(invocation.timeout_s):
+        if not pending.done.wait(invocation.timeout_s):
+            # Lambda stops the timed-out environment; here that also ends the invocations it
+            # served beside this one (they fail as a crashed environment's do)
             self.kill()
             message = f"{ctx.aws_request_id} Task timed out after {invocation.timeout_s:.2f} seconds"
             return json.dumps(error_envelope("Sandbox.Timedout", message)).encode(), True
-        if self.result is None:  # the environment died during the invocation
+        if pending.result is None:  # the environment died during the invocation
             return _exit_error(ctx.aws_request_id), True
-        return self.result
+        return pending.result
 
     def kill(self) -> None:
         self.alive = False
@@ -216,6 +238,21 @@ def _exit_error(request_id: str) -> bytes:
     return json.dumps(error_envelope("Runtime.ExitError", message)).encode()
 
 
+def _setting(name: str, default: int) -> int:
+    return int(os.environ.get(name) or default)
+
+
+# How the local stack sizes each function's pool (not the cloud's: Lambda gives every concurrent
+# invocation an environment of its own). The turn function's environments serve many invocations at
+# once, each on a thread: a turn step mostly waits (for the model, for DynamoDB), and a process per
+# waiting step held ~20 MB of private memory each (see bench/README.md, "Where the memory goes").
+# The API keeps one invocation per environment (Powertools' resolver keeps the request on its
+# class) and at most a few environments: its requests take milliseconds.
+CONCURRENCY = {"turn": _setting("SKYLOOP_LAMBDA_TURN_CONCURRENCY", 32)}
+ENVIRONMENTS = {"api": _setting("SKYLOOP_LAMBDA_API_ENVIRONMENTS", 2), "turn": 4, "run_tool": 8}
+_AWS_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lambda-aws")
+
+
 class ProcessRuntime:
     """A pool of execution environments per function, in worker processes.
 
@@ -226,6 +263,8 @@ class ProcessRuntime:
         idle_ttl_s: how long an idle environment beyond the first of its function is kept.
         spawn_after_s: how long an invocation waits for a busy environment of its function
             before a new one is started (see :meth:`_acquire`).
+        concurrency: invocations one environment of a function serves at once (default 1).
+        environments: the most environments of a function (default: ``max_environments``).
     """
 
     def __init__(
@@ -235,14 +274,18 @@ class ProcessRuntime:
         max_environments: int = 64,
         idle_ttl_s: float = 300.0,
         spawn_after_s: float = SPAWN_AFTER_S,
+        concurrency: dict[str, int] | None = None,
+        environments: dict[str, int] | None = None,
     ) -> None:
         from multiprocessing.connection import Listener
 
         self._max = max_environments
         self._spawn_after_s = spawn_after_s
         self._idle_ttl_s = idle_ttl_s
+        self._concurrency = dict(CONCURRENCY if concurrency is None else concurrency)
+        self._per_function = dict(ENVIRONMENTS if environments is None else environments)
         self._lock = threading.Condition()
-        self._idle: dict[str, list[_Worker]] = {name: [] for name in functions}
+        self._envs: dict[str, list[_Worker]] = {name: [] for name in functions}
         self._spawning: dict[str, int] = {}
         self._count = 0
         self._closed = False
@@ -269,12 +312,20 @@ class ProcessRuntime:
         with self._lock:
             for name in functions:
                 self._reserve_spawn(name)
-        threads = [threading.Thread(target=self._add_idle, args=(name,)) for name in functions]
+        threads = [threading.Thread(target=self._add, args=(name,)) for name in functions]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
         threading.Thread(target=self._reap, name="lambda-reaper", daemon=True).start()
+
+    def capacity(self, name: str) -> int:
+        return max(1, self._concurrency.get(name, 1))
+
+    def environments(self, name: str) -> list[_Worker]:
+        """The live environments of a function (for tests and benchmarks)."""
+        with self._lock:
+            return [w for w in self._envs.get(name, []) if w.alive]
 
     def _accept(self) -> None:
         while not self._closed:
@@ -296,7 +347,7 @@ class ProcessRuntime:
                 conn.close()
                 continue
             name, ready, out = pending
-            out.append(_Worker(name, int(pid), conn))
+            out.append(_Worker(name, int(pid), conn, self.capacity(name)))
             ready.set()
 
     def _spawn(self, name: str) -> _Worker:
@@ -316,8 +367,8 @@ class ProcessRuntime:
             raise RuntimeError(f"a local Lambda environment for {name} did not start within {SPAWN_S:.0f}s")
         return out[0]
 
-    def _add_idle(self, name: str) -> None:
-        """Start one more environment of ``name`` and park it idle (a warm spare)."""
+    def _add(self, name: str) -> None:
+        """Start one more environment of ``name`` and add it to the pool."""
         try:
             worker = self._spawn(name)
         except Exception:
@@ -332,19 +383,20 @@ class ProcessRuntime:
             if self._closed:
                 worker.kill()
                 return
-            self._idle.setdefault(name, []).append(worker)
+            self._envs.setdefault(name, []).append(worker)
             self._lock.notify_all()
 
     def _reserve_spawn(self, name: str) -> bool:
         """Under the lock: count an environment that is about to start, if the pool has room."""
-        if self._count >= self._max:
+        envs = len(self._envs.get(name, [])) + self._spawning.get(name, 0)
+        if self._count >= self._max or envs >= self._per_function.get(name, self._max):
             return False
         self._count += 1
         self._spawning[name] = self._spawning.get(name, 0) + 1
         return True
 
     def _acquire(self, name: str) -> _Worker:
-        """A free environment of ``name``; a new one only after ``spawn_after_s`` without one.
+        """An environment of ``name`` with room; a new one only after ``spawn_after_s`` without one.
 
         Most invocations take a few milliseconds, so a busy environment is
         usually free again before a new one would be ready: a forked
@@ -354,30 +406,36 @@ class ProcessRuntime:
         Waiting up to a quarter of a second first (what a Lambda cold start
         costs too) keeps the pool as small as the load needs; a long
         invocation (a real model call) still gets a new environment after the
-        wait, as Lambda scales out. ``SKYLOOP_LAMBDA_SPAWN_AFTER_S`` sets it.
+        wait, as Lambda scales out, up to the function's limit. An environment
+        that serves several invocations at once takes the next one while it has
+        room (the least busy first). ``SKYLOOP_LAMBDA_SPAWN_AFTER_S`` sets the wait.
         """
         spawn_at = time.monotonic() + self._spawn_after_s
         with self._lock:
             while True:
                 if self._closed:
                     raise RuntimeError("the local Lambda runtime is closed")
-                idle = self._idle.setdefault(name, [])
-                while idle:
-                    worker = idle.pop()
-                    if worker.alive:
-                        return worker
+                envs = self._envs.setdefault(name, [])
+                for dead in [w for w in envs if not w.alive and w.active == 0]:
+                    envs.remove(dead)
                     self._count -= 1
+                room = [w for w in envs if w.alive and w.active < w.capacity]
+                if room:
+                    worker = min(room, key=lambda w: w.active)
+                    worker.active += 1
+                    return worker
                 wait = spawn_at - time.monotonic()
                 if wait <= 0 and not self._spawning.get(name) and self._reserve_spawn(name):
-                    threading.Thread(target=self._add_idle, args=(name,), daemon=True).start()
+                    threading.Thread(target=self._add, args=(name,), daemon=True).start()
                 self._lock.wait(wait if wait > 0 else 0.5)
 
     def _release(self, worker: _Worker) -> None:
         with self._lock:
-            if worker.alive and not self._closed:
+            worker.active -= 1
+            if worker.active == 0:
                 worker.idle_since = time.monotonic()
-                self._idle.setdefault(worker.function_name, []).append(worker)
-            else:
+            if not worker.alive and worker.active == 0 and worker in self._envs.get(worker.function_name, []):
+                self._envs[worker.function_name].remove(worker)
                 self._count -= 1
             self._lock.notify_all()
 
@@ -394,19 +452,20 @@ class ProcessRuntime:
             time.sleep(min(30.0, self._idle_ttl_s))
             now = time.monotonic()
             with self._lock:
-                for idle in self._idle.values():
+                for envs in self._envs.values():
+                    idle = [w for w in envs if w.active == 0]
                     stale = [w for w in idle[1:] if now - w.idle_since > self._idle_ttl_s]
                     for worker in stale:
-                        idle.remove(worker)
+                        envs.remove(worker)
                         worker.kill()
                         self._count -= 1
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            workers = [w for idle in self._idle.values() for w in idle]
-            for idle in self._idle.values():
-                idle.clear()
+            workers = [w for envs in self._envs.values() for w in envs]
+            for envs in self._envs.values():
+                envs.clear()
             self._lock.notify_all()
         for worker in workers:
             worker.kill()

@@ -57,7 +57,7 @@ import pickle
 import threading
 import uuid
 from collections import defaultdict, deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from skyloop.local import aws_shortcut
 from skyloop.local._patch import replace
@@ -308,6 +308,7 @@ def serve(handler: Any, action: str) -> tuple[int, dict[str, str], str]:
 
     handler.body = handler.params  # what DynamoHandler.call_action does first
     headers: dict[str, str] = {}
+    ticket = None
     with _lock:
         try:
             handler._authenticate_and_authorize_normal_action("*")
@@ -329,6 +330,12 @@ def serve(handler: Any, action: str) -> tuple[int, dict[str, str], str]:
             status, headers, body = handler.serialized(ActionResult(exc))
         except HTTPException as exc:  # what moto's call_action makes of one
             status, headers, body = int(exc.code or 500), dict(exc.get_headers() or []), exc.description
+        if _observers:
+            ticket = _observers[0].end_request(_deferred(handler.headers))
+    if ticket is not None:
+        failure = _settle(ticket)
+        if failure is not None:
+            status, headers, body = failure
     headers.update(handler.response_headers)
     _fast_request_id(headers)
     return status, headers, body
@@ -340,6 +347,49 @@ def _fast_request_id(_headers: dict[str, str] | None = None) -> str:
     if isinstance(_headers, dict):
         _headers["x-amzn-requestid"] = request_id
     return request_id
+
+
+class RequestObserver(Protocol):
+    """Told about every DynamoDB request moto served here (the data directory's journal)."""
+
+    def end_request(self, deferred: bool = False) -> int | None:
+        """Called under the DynamoDB lock as a request ends; returns what :meth:`wait` must see settled.
+
+        ``deferred``: the request asked not to wait (see ``skyloop.local.persistence.dynamodb``).
+        """
+        ...
+
+    def wait(self, ticket: int) -> None:
+        """Called after the lock is released; returns once the request's effects are durable."""
+        ...
+
+
+_observers: list[RequestObserver] = []
+
+
+def observe(observer: RequestObserver) -> Callable[[], None]:
+    """Have ``observer`` see every request from now on; returns the undo."""
+    _observers[:] = [observer]
+    return _observers.clear
+
+
+def _deferred(headers: Any) -> bool:
+    """Whether a request carries ``X-Skyloop-Sync: deferred`` (its answer need not wait for the disk)."""
+    try:
+        value = headers.get("X-Skyloop-Sync") or headers.get("x-skyloop-sync")
+    except AttributeError:
+        return False
+    return value in ("deferred", b"deferred")
+
+
+def _settle(ticket: int) -> tuple[int, dict[str, str], str] | None:
+    """Wait until what a request wrote or read is durable; an error answer if it cannot be."""
+    try:
+        _observers[0].wait(ticket) if _observers else None
+    except Exception as exc:  # the data directory cannot be written: the answer must not be a 2xx
+        body = json.dumps({"__type": "InternalFailure", "message": str(exc)})
+        return 500, {"Content-Type": "application/x-amz-json-1.0"}, body
+    return None
 
 
 _SUBCLASSES: dict[tuple[Any, Any], bool] = {}
@@ -521,8 +571,18 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
 
     @functools.wraps(_ORIGINAL["call_action"])
     def call_action(self: Any) -> Any:
+        ticket = None
         with _lock:
-            return _ORIGINAL["call_action"](self)
+            try:
+                result = _ORIGINAL["call_action"](self)
+            finally:
+                if _observers:
+                    ticket = _observers[0].end_request(_deferred(self.headers))
+        if ticket is not None:
+            failure = _settle(ticket)
+            if failure is not None:
+                return failure
+        return result
 
     @functools.wraps(_ORIGINAL["table_init"])
     def table_init(self: Any, *args: Any, **kwargs: Any) -> None:

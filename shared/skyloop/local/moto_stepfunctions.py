@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import pickle
 import sys
 import threading
@@ -50,8 +51,34 @@ _lock = threading.Lock()
 _undo: list[Callable[[], None]] = []
 
 
+def skip_batch() -> None:
+    """Let the interpreter load without moto's Batch and EC2 (about 100 MB of the stack's memory).
+
+    The interpreter's ``arn:aws:states:::batch`` integration imports
+    ``moto.batch.utils`` for one enum; importing that package runs
+    ``moto/batch/__init__.py``, which loads moto's EC2 models and their instance
+    type tables (~100 MB resident, ~1 s). The turn machine has no Batch task,
+    so ``moto.batch`` is registered as a bare package: ``moto.batch.utils`` still
+    imports from its real file, the rest of moto's Batch does not load (a Batch
+    request to the local stack fails).
+    """
+    import importlib.util
+    import types
+
+    if "moto.batch" in sys.modules:
+        return
+    spec = importlib.util.find_spec("moto.batch")
+    if spec is None or spec.submodule_search_locations is None:
+        return
+    package = types.ModuleType("moto.batch")
+    package.__path__ = list(spec.submodule_search_locations)
+    package.__spec__ = spec
+    sys.modules["moto.batch"] = package
+
+
 def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit with one undo)
     """Apply the three caches; returns the undo."""
+    skip_batch()
     import moto.stepfunctions.parser.asl.component.common.path.result_path as result_path
     import moto.stepfunctions.parser.asl.component.state.exec.state_task.lambda_eval_utils  # noqa: F401
     import moto.stepfunctions.parser.asl.utils.json_path as json_path
@@ -92,7 +119,8 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
             if definition not in _programs:
                 _programs[definition] = _frozen(original_entrypoint(self))
             program = _programs[definition]
-        return pickle.loads(program) if isinstance(program, bytes) else copy.deepcopy(program)
+        program = pickle.loads(program) if isinstance(program, bytes) else copy.deepcopy(program)
+        return _started_at(program, self._evaluation_details.execution_details.inpt)
 
     replace(ExecutionWorker, "_get_evaluation_entrypoint", entrypoint)
 
@@ -107,6 +135,67 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
         _undo.clear()
 
     _undo.append(undo)
+    return undo
+
+
+def _started_at(program: Any, execution_input: Any) -> Any:
+    """The execution's own copy of the program, beginning at the state its input names, if it names one.
+
+    Only the local stack's restarts set that field (:data:`skyloop.local.recovery.START_AT`), to
+    continue a turn whose execution did not survive the stack; a state the program lacks is an error.
+    """
+    from moto.stepfunctions.parser.asl.component.common.flow.start_at import StartAt
+
+    from skyloop.local.recovery import START_AT
+
+    if isinstance(execution_input, str):
+        try:
+            execution_input = json.loads(execution_input)
+        except ValueError:
+            return program
+    if not isinstance(execution_input, dict) or START_AT not in execution_input:
+        return program
+    name = execution_input[START_AT]
+    if name not in program.states.states:
+        raise ValueError(f"{START_AT}: the state machine has no state {name!r}")
+    program.start_at = StartAt(start_at_name=name)
+    return program
+
+
+KEEP_FINISHED = 200  # finished executions a state machine keeps (the newest; running ones are all kept)
+
+
+def bound_executions(keep: int = KEEP_FINISHED) -> Callable[[], None]:
+    """Keep the newest ``keep`` finished executions of a state machine, not every one since the start.
+
+    moto keeps every execution with its whole event history (every state's
+    input and output), and scans them all on every StartExecution, describe
+    and task token: after a thousand turns both the stack's memory and every
+    turn's cost had grown with all the turns before it. Each StartExecution
+    first drops the oldest finished executions beyond ``keep`` (a new list, so
+    a describe iterating the old one is not disturbed; under a lock, so no
+    start is lost). Turns never read a finished execution's history; the
+    reconciler sees a pruned execution as ended, as it is. Returns the undo.
+    """
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    original = StepFunctionsParserBackend.start_execution
+    lock = threading.Lock()
+
+    def start_execution(self: Any, state_machine_arn: str, *args: Any, **kwargs: Any) -> Any:
+        with lock:
+            machine = self.describe_state_machine(state_machine_arn)
+            executions = machine.executions
+            finished = [e for e in executions if e.exec_status != "RUNNING"]
+            if len(finished) > keep:
+                drop = {id(e) for e in finished[: len(finished) - keep]}
+                machine.executions = [e for e in executions if id(e) not in drop]
+            return original(self, state_machine_arn, *args, **kwargs)
+
+    def undo() -> None:
+        replace(StepFunctionsParserBackend, "start_execution", original)
+
+    replace(StepFunctionsParserBackend, "start_execution", start_execution)
     return undo
 
 

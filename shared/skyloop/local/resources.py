@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -20,6 +21,43 @@ class LocalResources(BaseModel):
     blob_bucket: str
     state_machine_arn: str
     function_arns: dict[str, str]
+
+
+class SchemaError(Exception):
+    """The table loaded from a data directory cannot serve this version's schema; the message says why."""
+
+
+def ensure_table(dynamodb: Any, table_name: str) -> None:
+    """Create the table, or bring one loaded from a data directory up to this version's schema.
+
+    A table from an older version may lack an index added since: it is added
+    (moto builds it from the items at once). Keys cannot change in place, so a
+    table with other keys is refused with a message.
+    """
+    wanted = create_table_kwargs(table_name)
+    try:
+        dynamodb.create_table(**wanted)
+        return
+    except dynamodb.exceptions.ResourceInUseException:
+        pass
+    table = dynamodb.describe_table(TableName=table_name)["Table"]
+    if table["KeySchema"] != wanted["KeySchema"]:
+        from skyloop.local.persistence import DataDirError
+
+        raise DataDirError(
+            f"the data directory's table {table_name} has keys {table['KeySchema']}, this version needs "
+            f"{wanted['KeySchema']}; it cannot be converted: start with --reset to discard it, or "
+            "--data-dir PATH for another directory"
+        )
+    have = {index["IndexName"] for index in table.get("GlobalSecondaryIndexes") or []}
+    for index in wanted["GlobalSecondaryIndexes"]:
+        if index["IndexName"] in have:
+            continue
+        dynamodb.update_table(
+            TableName=table_name,
+            AttributeDefinitions=wanted["AttributeDefinitions"],
+            GlobalSecondaryIndexUpdates=[{"Create": index}],
+        )
 
 
 def bootstrap(
@@ -48,9 +86,11 @@ def bootstrap(
             }
         ),
     )["Role"]["Arn"]
-    clients("dynamodb").create_table(**create_table_kwargs(table_name))
+    ensure_table(clients("dynamodb"), table_name)
     blob_bucket = f"{table_name}-blobs"
-    clients("s3").create_bucket(Bucket=blob_bucket)
+    s3 = clients("s3")
+    with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):  # loaded from the data directory
+        s3.create_bucket(Bucket=blob_bucket)
     if event_bus:
         clients("events").create_event_bus(Name=event_bus)
     lam = clients("lambda")

@@ -12,6 +12,7 @@ session deletes its prefix.
 from __future__ import annotations
 
 import hashlib
+import threading
 from typing import Any, Protocol
 
 INLINE_MAX_BYTES = 32 * 1024  # larger texts go to the bucket; keeps items (and transactions) small
@@ -33,13 +34,24 @@ class S3Blobs:
     """Blobs in one S3 bucket (moto's S3 in the local stack).
 
     Args:
-        client: a ready ``boto3`` S3 client.
+        client: a ready ``boto3`` S3 client, or a function that makes one, called on
+            first use: building an S3 client loads botocore's largest service model
+            (tens of milliseconds and ~30 MB), and most requests never touch a blob.
         bucket: the stack's blob bucket.
     """
 
     def __init__(self, client: Any, bucket: str) -> None:
-        self.client = client
+        self._client = client
+        self._lock = threading.Lock()
         self.bucket = bucket
+
+    @property
+    def client(self) -> Any:
+        if callable(self._client):
+            with self._lock:
+                if callable(self._client):
+                    self._client = self._client()
+        return self._client
 
     def put(self, key: str, data: bytes, *, content_type: str = "application/json") -> None:
         self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)

@@ -12,7 +12,7 @@ import copy
 import itertools
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from skyloop.errors import ConflictError, InvalidInputError, NotFoundError
@@ -339,7 +339,9 @@ class MemoryStore:
                     "spend_micros": turn.spend_micros + decision.cost_micros,
                 }
             )
-            data.decisions[decision.response_id] = decision
+            data.decisions[decision.response_id] = (
+                decision if decision.decided_at else replace(decision, decided_at=now)
+            )
         end = batch.turn_end
         if end is not None and end.response_id in data.turns:
             data.turns[end.response_id] = data.turns[end.response_id].model_copy(

@@ -72,6 +72,9 @@ class TurnDecision:
     input_tokens: int = 0  # what this model call used, added to the turn's and the session's totals
     output_tokens: int = 0
     cost_micros: int = 0  # what it cost in millionths of a USD (skyloop.pricing), added the same way
+    # when the result landed (epoch seconds; the store fills it in): its calls were published then, so a
+    # turn continued after a restart keeps the client-tool deadline they started with
+    decided_at: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ execution. A step of a turn that is no longer active stops quietly.
 from __future__ import annotations
 
 import functools
+import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
@@ -52,15 +53,19 @@ class _AgentCache:
     def __init__(self, size: int = 256) -> None:
         self._cache: OrderedDict[str, Agent] = OrderedDict()
         self._size = size
+        self._lock = threading.Lock()  # steps may run on several threads of one environment (locally)
 
     def get(self, store: Store, agent_id: str) -> Agent:
-        agent = self._cache.get(agent_id)
-        if agent is None:
-            agent = self._cache[agent_id] = store.get_agent(agent_id)
+        with self._lock:
+            agent = self._cache.get(agent_id)
+            if agent is not None:
+                self._cache.move_to_end(agent_id)
+                return agent
+        agent = store.get_agent(agent_id)
+        with self._lock:
+            self._cache[agent_id] = agent
             while len(self._cache) > self._size:
                 self._cache.popitem(last=False)
-        else:
-            self._cache.move_to_end(agent_id)
         return agent
 
 

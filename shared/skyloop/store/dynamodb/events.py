@@ -313,6 +313,7 @@ class EventLog(TableBase):
             "input_tokens": decision.input_tokens,
             "output_tokens": decision.output_tokens,
             "cost_micros": decision.cost_micros,
+            "decided_at": decision.decided_at or int(time.time()),
         }
         values = {
             ":u": codec.attr(decision.unanswered),
