@@ -144,6 +144,12 @@ class Turn(BaseModel):
     decided_iteration: int | None = None
     input_tokens: int = 0  # over the turn's model calls
     output_tokens: int = 0
+    # how the turn ended (written with its terminal event): completed | failed | cancelled, when, why
+    status: str | None = None
+    completed_at: int | None = None
+    error: dict[str, Any] | None = None
+    # a cost cap (a scheduled task's max_cost_usd): the turn stops once its model calls cost this much
+    max_cost_usd: float | None = None
 
     def usage(self) -> dict[str, int]:
         """Responses-shaped usage of the whole turn."""

@@ -74,6 +74,16 @@ class TurnDecision:
 
 
 @dataclass(frozen=True)
+class TurnEnd:
+    """How a turn ended, recorded on its turn row in the append that publishes its terminal event."""
+
+    response_id: str
+    status: str  # completed | failed | cancelled
+    completed_at: int
+    error: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class ApprovalResolution:
     """A client's answer to a server call awaiting approval: it runs, or the denial is its output."""
 
@@ -104,6 +114,7 @@ class Append:
     cancel_calls: list[tuple[PendingCall, str]] = field(default_factory=list)  # (unanswered call, output)
     approvals: list[ApprovalResolution] = field(default_factory=list)  # each counts the turn's wait down
     claims: list[str] = field(default_factory=list)  # further dedupe markers put in the same write
+    turn_end: TurnEnd | None = None  # the turn this append ends, recorded on its row
 
     def event(self, type_: str, data: dict[str, Any] | None = None) -> int:
         self.events.append((type_, dict(data or {})))

@@ -28,7 +28,15 @@ from skyloop.errors import (
 )
 from skyloop.ids import derived_id, new_id, new_response_id, new_turn_group_id
 from skyloop.models.session import Turn
-from skyloop.store import Append, ApprovalResolution, ConditionFailedError, Guard, NewItem, SessionChange
+from skyloop.store import (
+    Append,
+    ApprovalResolution,
+    ConditionFailedError,
+    Guard,
+    NewItem,
+    SessionChange,
+    TurnEnd,
+)
 from skyloop.turns.engine import StaleTokenError
 from skyloop.turns.state import TurnState
 
@@ -131,6 +139,7 @@ def end_turn(
         end_active_turn=True,
         last_task_error=error,
     )
+    batch.turn_end = TurnEnd(response_id, status, int(time.time()), error)
 
 
 # --------------------------------------------------------------------------------- start
@@ -151,6 +160,7 @@ def start_or_join(
     idempotency_key: str | None = None,
     model_override: str | None = None,
     session: Session | None = None,
+    max_cost_usd: float | None = None,
 ) -> dict[str, Any]:
     """Persist a user message, then start a turn, or hand the message to the running one.
 
@@ -159,7 +169,8 @@ def start_or_join(
     that decision), later attempts from a fresh read.
 
     ``model_override`` (omnigent's per-event override) applies to the turn this message starts;
-    like ``tools`` it is ignored when the message joins a running turn.
+    like ``tools`` it is ignored when the message joins a running turn. So does ``max_cost_usd``
+    (a scheduled task's cap): the turn it starts stops once its model calls cost that much.
 
     With an ``idempotency_key`` the item and turn ids derive from the key and
     the append is deduplicated on it, so a client that re-posts after a lost
@@ -223,6 +234,7 @@ def start_or_join(
                 created_at=created_at,
                 tools=tools or [],
                 model_override=model_override,
+                max_cost_usd=max_cost_usd,
             )
         batch.items.append(
             NewItem(

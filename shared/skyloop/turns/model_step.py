@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 DELTA_FLUSH_S = 0.1  # at most ~10 delta appends a second per turn: live enough, and bounds write cost
 DELTA_FLUSH_CHARS = 2048
 MAX_ATTEMPTS = 10
+COST_CAP_REACHED = "cost_cap_reached"  # the turn error code when a cost cap stops a turn
+COST_UNKNOWN = "cost_unknown"  # a capped turn whose model has no price: it never calls the model
 # The last streamed text rides in the result's append unless the response has this many calls (one
 # transaction holds at most 100 items; each call is one of them).
 FOLD_MAX_CALLS = 64
@@ -86,13 +88,14 @@ def run(
     items = store.list_items(state.session_id, through_seq=cutoff)
     consumed = max(state.consumed_seq, session.input_seq)
     _check_endpoint(agent.spec)
+    spec = effective_spec(agent.spec, session, turn)
+    check_cost_cap(spec, turn)
     # The attempt is numbered while the model call starts (a write the model's time hides); the first
     # streamed batch, or the result, waits for it (a retry's announcement precedes its text).
     attempt = background(claim_attempt, store, state, chain)
     deltas = DeltaWriter(store, state, attempt, chain)
     try:
         offered = turn.tools + (catalog.definitions() if catalog else [])
-        spec = effective_spec(agent.spec, session, turn)
         result = model_caller(spec, items, offered, deltas.add, timeout_s=timeout_s)
     except ModelCallError as exc:
         deltas.flush()
@@ -133,9 +136,10 @@ def run(
     if calls and iteration >= state.max_iterations:
         raise TurnError("max_iterations", f"the turn reached its limit of {state.max_iterations} model calls")
     batch.new_calls = calls
-    if publish_waits and nxt == "await_client":
-        publish_client_calls(batch, calls, agent.name, lifecycle.await_key(state.response_id, i))
     tokens = Usage.of(result.usage)
+    capped = nxt != "finish_turn" and cost_cap_reached(spec, turn, tokens)
+    if publish_waits and nxt == "await_client" and not capped:
+        publish_client_calls(batch, calls, agent.name, lifecycle.await_key(state.response_id, i))
     batch.decision = TurnDecision(
         response_id=state.response_id,
         iteration=i,
@@ -148,8 +152,7 @@ def run(
     finished = nxt == "finish_turn" and finish_with_result(store, batch, chain, agent, turn, tokens, consumed)
     if not finished:
         chain.append(store, batch)
-    if report_usage is not None:
-        report_usage(agent.name, tokens)
+    _usage_landed(report_usage, agent, spec, turn, tokens, capped=capped)
     return state.model_copy(
         update={
             "next": "stop" if finished else nxt,
@@ -161,6 +164,16 @@ def run(
             **route,
         }
     )
+
+
+def _usage_landed(
+    report_usage: UsageReport, agent: Agent, spec: AgentSpec, turn: Turn, tokens: Usage, *, capped: bool
+) -> None:
+    """After the result's append: report the call's tokens; a capped turn goes no further than this call."""
+    if report_usage is not None:
+        report_usage(agent.name, tokens)
+    if capped:
+        check_cost_cap(spec, turn, tokens)
 
 
 def publish_client_calls(batch: Append, calls: list[PendingCall], agent_name: str, await_key: str) -> None:
@@ -211,6 +224,49 @@ def finish_with_result(
         return False
     chain.seq = None if result.duplicate else result.last_seq
     return True
+
+
+def turn_cost_usd(spec: AgentSpec, turn: Turn, tokens: Usage | None = None) -> float | None:
+    """What the turn's model calls cost so far (with ``tokens`` of one more), or None without a price."""
+    from skyloop.pricing import price_of
+
+    price = price_of(spec.executor)
+    if price is None:
+        return None
+    more = tokens or Usage()
+    return price.cost_usd(turn.input_tokens + more.input_tokens, turn.output_tokens + more.output_tokens)
+
+
+def cost_cap_reached(spec: AgentSpec, turn: Turn, tokens: Usage | None = None) -> bool:
+    if turn.max_cost_usd is None:
+        return False
+    cost = turn_cost_usd(spec, turn, tokens)
+    return cost is None or cost >= turn.max_cost_usd
+
+
+def check_cost_cap(spec: AgentSpec, turn: Turn, tokens: Usage | None = None) -> None:
+    """A capped turn stops between model calls once its cost reaches the cap (or cannot be known).
+
+    Checked before each model call and after each one whose answer would
+    continue the turn (its result, usage included, is recorded first), so a
+    turn never makes a model call once the cap is reached, and never parks on
+    a client or runs server tools past it. A model without a price fails the
+    turn (``cost_unknown``) rather than run it without a cap (skyloop.pricing).
+    """
+    if turn.max_cost_usd is None:
+        return
+    cost = turn_cost_usd(spec, turn, tokens)
+    if cost is None:
+        raise TurnError(
+            COST_UNKNOWN,
+            f"the turn has a cost cap of {turn.max_cost_usd} USD but model {spec.executor.model!r} has no price "
+            "(SKYLOOP_MODEL_PRICES)",
+        )
+    if cost >= turn.max_cost_usd:
+        raise TurnError(
+            COST_CAP_REACHED,
+            f"the turn's model calls cost {cost:.6f} USD, reaching its cap of {turn.max_cost_usd} USD",
+        )
 
 
 def _check_endpoint(spec: AgentSpec) -> None:

@@ -22,6 +22,7 @@ class TurnRecords(TableBase):
         attrs["tools"] = codec.loads(self._text_in(attrs, "tools"), [])
         decision = codec.loads(attrs.get("last_decision"))
         attrs["decided_iteration"] = decision["iteration"] if decision else None
+        attrs["error"] = codec.loads(attrs.pop("turn_error", None))
         return Turn.model_validate({k: v for k, v in attrs.items() if k in Turn.model_fields})
 
     def get_decision(self, session_id: str, response_id: str) -> TurnDecision | None:
