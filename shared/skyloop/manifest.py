@@ -94,6 +94,12 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
         description="Live channel: new events from the table stream, posted to their subscribers",
     ),
     FunctionSpec(
+        name="schedule_run",
+        memory_mb=256,
+        timeout_s=60,
+        description="Scheduled tasks: an occurrence came due (EventBridge Scheduler): arm the next, start the run",
+    ),
+    FunctionSpec(
         name="reconcile_turns",
         memory_mb=256,
         timeout_s=120,

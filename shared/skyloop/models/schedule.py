@@ -39,11 +39,14 @@ class ScheduledTask(BaseModel):
     created_at: int
     updated_at: int | None = None
     revision: int = 0
+    # when the current plan was armed (created, rule or zone changed, resumed): a fire for an occurrence
+    # before it belongs to a plan since replaced and is ignored
+    armed_at: int = 0
     next_run_at: int | None = None  # the occurrence armed next; None while paused or when the rule ended
     schedule_expression: str | None = None  # what EventBridge Scheduler holds: cron(...) or at(...)
+    # the newest run that started (a skipped or missed one does not move these)
     last_run_at: int | None = None
     last_run_id: str | None = None
-    last_run_status: RunStatus | None = None
     last_run_conversation_id: str | None = None
 
 

@@ -143,6 +143,11 @@ def end_turn(
 
 
 # --------------------------------------------------------------------------------- start
+def response_id_for(session_id: str, idempotency_key: str) -> str:
+    """The id of the turn a message posted with ``idempotency_key`` starts (the same for every re-post)."""
+    return _response_id_for(session_id, idempotency_key)
+
+
 def _response_id_for(session_id: str, idempotency_key: str | None) -> str:
     if idempotency_key:
         return f"resp_{derived_id('response', session_id, idempotency_key)[:24]}"
