@@ -313,6 +313,7 @@ REF: dict[str, Builder] = {
     "AWS::CloudFront::OriginAccessControl": _fixed(CLOUDFRONT_ID),
     "AWS::Cognito::UserPool": _user_pool_id,
     "AWS::Cognito::UserPoolClient": _fixed(CLIENT_ID_MAX),
+    "AWS::Scheduler::ScheduleGroup": lambda wc, p: physical(p, "Name", 64, wc),
 }
 
 GET_ATT: dict[tuple[str, str], Builder] = {
@@ -339,6 +340,9 @@ GET_ATT: dict[tuple[str, str], Builder] = {
     ("AWS::SQS::Queue", "Arn"): lambda wc, p: arn("sqs", _queue_name(wc, p)),
     ("AWS::SQS::Queue", "QueueName"): _queue_name,
     ("AWS::Events::Rule", "Arn"): _rule_arn,
+    ("AWS::Scheduler::ScheduleGroup", "Arn"): lambda wc, p: arn(
+        "scheduler", f"schedule-group/{physical(p, 'Name', 64, wc)}"
+    ),
     ("AWS::CloudWatch::Alarm", "Arn"): lambda wc, p: arn(
         "cloudwatch", f"alarm:{physical(p, 'AlarmName', 255, wc)}"
     ),

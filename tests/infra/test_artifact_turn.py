@@ -195,6 +195,11 @@ class Artifacts:
             # the live channel's stage (this turn watches over SSE; nothing posts to it)
             "SKYLOOP_LIVE_URL": "wss://live.execute-api.us-east-1.amazonaws.com/live",
             "SKYLOOP_LIVE_ENDPOINT": "https://live.execute-api.us-east-1.amazonaws.com/live",
+            # scheduled tasks' schedules (this turn arms none)
+            "SKYLOOP_SCHEDULE_GROUP": "skyloop-artifact",
+            "SKYLOOP_SCHEDULE_ROLE_ARN": "arn:aws:iam::123456789012:role/skyloop-artifact-scheduler",
+            "SKYLOOP_SCHEDULE_DLQ_ARN": "arn:aws:sqs:us-east-1:123456789012:skyloop-artifact-dlq",
+            "SKYLOOP_SCHEDULE_TARGET_ARN": "arn:aws:lambda:us-east-1:123456789012:function:schedule_run",
         }
         env: dict[str, str] = {}
         for key, value in variables.items():

@@ -119,7 +119,7 @@ def test_fanout_consumes_the_stream_filtered_to_new_events_with_bounded_retries(
     assert mapping["BisectBatchOnFunctionError"] is True
     assert 0 <= mapping["MaximumRetryAttempts"] <= 10
     assert 60 <= mapping["MaximumRecordAgeInSeconds"] <= 3600
-    queue_id, queue = one(template_json, "AWS::SQS::Queue")
+    queue_id, queue = by_prefix(template_json, "AWS::SQS::Queue", "LiveFanoutFailures")
     assert mapping["DestinationConfig"] == {"OnFailure": {"Destination": {"Fn::GetAtt": [queue_id, "Arn"]}}}
     assert queue["Properties"]["SqsManagedSseEnabled"] is True
     # And it is the only consumer so far: lifecycle publishing will add a mapping of its own
@@ -152,7 +152,7 @@ def test_only_the_fanout_reads_the_stream(template_json: Template) -> None:
     assert on_stream["Resource"] == {"Fn::GetAtt": [table_id, "StreamArn"]}
     (listing,) = statements_with(statements, "dynamodb:ListStreams")
     assert as_list(listing["Action"]) == ["dynamodb:ListStreams"]  # the one action without a resource
-    queue_id, _ = one(template_json, "AWS::SQS::Queue")
+    queue_id, _ = by_prefix(template_json, "AWS::SQS::Queue", "LiveFanoutFailures")
     (to_queue,) = statements_with(statements, "sqs:SendMessage")
     assert to_queue["Resource"] == {"Fn::GetAtt": [queue_id, "Arn"]}
     for name in ("live", "api", "stream"):
@@ -182,12 +182,16 @@ def test_live_access_logs_live_in_their_own_group(template_json: Template) -> No
 
 def test_alarms_on_a_lagging_fanout_and_on_batches_it_gave_up_on(template_json: Template) -> None:
     fanout_id, _ = function(template_json, "push_fanout")
-    queue_id, _ = one(template_json, "AWS::SQS::Queue")
+    queue_id, _ = by_prefix(template_json, "AWS::SQS::Queue", "LiveFanoutFailures")
     alarms = [a["Properties"] for a in resources(template_json, "AWS::CloudWatch::Alarm").values()]
     (lag,) = [a for a in alarms if a["MetricName"] == "IteratorAge"]
     assert lag["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": fanout_id}}]
     assert lag["Statistic"] == "Maximum"
     assert lag["Threshold"] == C.FANOUT_ITERATOR_AGE_MS
-    (gave_up,) = [a for a in alarms if a["MetricName"] == "ApproximateNumberOfMessagesVisible"]
-    assert gave_up["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]
+    on_queue = [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]
+    (gave_up,) = [
+        a
+        for a in alarms
+        if a["MetricName"] == "ApproximateNumberOfMessagesVisible" and a["Dimensions"] == on_queue
+    ]
     assert gave_up["Threshold"] == 1

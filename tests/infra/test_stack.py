@@ -169,6 +169,7 @@ EXPECTED_BLOB_ACTIONS = {
     **{name: BLOB_READ_WRITE for name in STEP_NAMES},
     "live": BLOB_READ,  # a replayed event's payload may live in the bucket
     "push_fanout": BLOB_READ,  # and a new one's
+    "schedule_run": BLOB_READ_WRITE,  # a run's first message, a long prompt in the bucket
 }
 EXPECTED_BLOB_PREFIXES = {"api": {"sessions/", "agents/", "files/"}}
 EXPECTED_LIST_PREFIXES = {"api": ["sessions/*", "files/*"]}
@@ -467,6 +468,8 @@ EXPECTED_TABLE_ACTIONS = {
     "live": READS
     | {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"},
     "push_fanout": {"dynamodb:Query", "dynamodb:DeleteItem"},
+    # a scheduled run: the task and its run (conditional puts), the run's session and turn (an append)
+    "schedule_run": STEP_ACTIONS,
 }
 # The fan-out's event source mapping reads the table's stream (tests/infra/test_live_stack.py checks them).
 STREAM_READS = {
@@ -475,7 +478,11 @@ STREAM_READS = {
     "dynamodb:GetRecords",
     "dynamodb:GetShardIterator",
 }
-EXPECTED_INDEXES = {"api": {"by_owner", "by_agent_name"}, RECONCILER.name: {"running_sessions"}}
+EXPECTED_INDEXES = {
+    "api": {"by_owner", "by_agent_name"},
+    RECONCILER.name: {"running_sessions"},
+    "schedule_run": {"by_owner"},  # the owner's sessions and running turns, for their quotas
+}
 
 
 def _table_statements(t: Template, name: str) -> list[dict[str, Any]]:

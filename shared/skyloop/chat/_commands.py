@@ -266,10 +266,17 @@ def agents_command(
     return 0
 
 
+def _schedules(args: argparse.Namespace) -> int:
+    from skyloop.chat._schedules import schedules_command
+
+    return schedules_command(args)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "chat": chat_command,
     "sessions": sessions_command,
     "agents": agents_command,
+    "schedules": _schedules,
 }
 
 

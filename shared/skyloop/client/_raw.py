@@ -72,6 +72,13 @@ class RawResponses:
         self.submit_tool_output = _sync(transport, api.submit_tool_output)
         self.interrupt = _sync(transport, api.interrupt)
         self.heartbeat = _sync(transport, api.heartbeat)
+        self.create_scheduled_task = _sync(transport, api.create_scheduled_task)
+        self.list_scheduled_tasks = _sync(transport, api.list_scheduled_tasks)
+        self.get_scheduled_task = _sync(transport, api.get_scheduled_task)
+        self.update_scheduled_task = _sync(transport, api.update_scheduled_task)
+        self.delete_scheduled_task = _sync(transport, api.delete_scheduled_task)
+        self.run_scheduled_task = _sync(transport, api.run_scheduled_task)
+        self.list_scheduled_runs = _sync(transport, api.list_scheduled_runs)
 
 
 class AsyncRawResponses:
@@ -97,3 +104,10 @@ class AsyncRawResponses:
         self.submit_tool_output = _async(transport, api.submit_tool_output)
         self.interrupt = _async(transport, api.interrupt)
         self.heartbeat = _async(transport, api.heartbeat)
+        self.create_scheduled_task = _async(transport, api.create_scheduled_task)
+        self.list_scheduled_tasks = _async(transport, api.list_scheduled_tasks)
+        self.get_scheduled_task = _async(transport, api.get_scheduled_task)
+        self.update_scheduled_task = _async(transport, api.update_scheduled_task)
+        self.delete_scheduled_task = _async(transport, api.delete_scheduled_task)
+        self.run_scheduled_task = _async(transport, api.run_scheduled_task)
+        self.list_scheduled_runs = _async(transport, api.list_scheduled_runs)
