@@ -39,6 +39,7 @@ class Tenants:
     session_id: str
     issuer: TestIssuer
     file_id: str = ""
+    task_id: str = ""
 
     def client(self, who: str) -> httpx.Client:
         return httpx.Client(
@@ -116,6 +117,17 @@ def tenants(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tenants]:
             )
             assert upload.status_code == 201, upload.text
             t.file_id = upload.json()["id"]
+            task = alice.post(
+                "/v1/scheduled-tasks",
+                json={
+                    "name": "alice's",
+                    "prompt": "p",
+                    "rrule": "FREQ=DAILY;BYHOUR=9",
+                    "agent_id": t.agent_id,
+                },
+            )
+            assert task.status_code == 200, task.text
+            t.task_id = task.json()["id"]
         yield t
     finally:
         _stop(proc)
@@ -132,6 +144,8 @@ def alice_state(t: Tenants) -> dict[str, Any]:
         children = alice.get(f"/v1/sessions/{t.session_id}/child_sessions").json()["data"]
         files = alice.get(f"/v1/sessions/{t.session_id}/resources/files").json()["data"]
         content = alice.get(f"/v1/sessions/{t.session_id}/resources/files/{t.file_id}/content").content
+        tasks = alice.get("/v1/scheduled-tasks").json()["scheduled_tasks"]
+        runs = alice.get(f"/v1/scheduled-tasks/{t.task_id}/runs").json()["runs"]
     keep = ("status", "title", "labels", "archived", "last_seq", "runner_id", "agent_id", "usage")
     return {
         "session": {k: snapshot.get(k) for k in keep},
@@ -141,6 +155,8 @@ def alice_state(t: Tenants) -> dict[str, Any]:
         "children": children,
         "files": files,
         "content": content,
+        "tasks": [{k: task[k] for k in ("id", "name", "state", "rrule", "next_run_at")} for task in tasks],
+        "runs": runs,
     }
 
 
@@ -163,6 +179,12 @@ CROSS_CASES: dict[tuple[str, str], dict[str, Any] | None] = {
     ("GET", "/v1/sessions/{session_id}/resources/files/{file_id}"): None,
     ("GET", "/v1/sessions/{session_id}/resources/files/{file_id}/content"): None,
     ("DELETE", "/v1/sessions/{session_id}/resources/files/{file_id}"): None,
+    ("GET", "/v1/scheduled-tasks/{task_id}"): None,
+    ("PATCH", "/v1/scheduled-tasks/{task_id}"): {"name": "bob's now", "state": "paused"},
+    ("DELETE", "/v1/scheduled-tasks/{task_id}"): None,
+    ("POST", "/v1/scheduled-tasks/{task_id}/run"): {},
+    ("GET", "/v1/scheduled-tasks/{task_id}/runs"): None,
+    ("GET", "/v1/scheduled-tasks/{task_id}/occurrences"): None,
 }
 # Routes with no id of alice's in the path: what bob can do with them is checked below.
 NO_ID_ROUTES = {
@@ -176,6 +198,8 @@ NO_ID_ROUTES = {
     ("POST", "/v1/agents"),
     ("GET", "/v1/sessions"),
     ("POST", "/v1/sessions"),
+    ("GET", "/v1/scheduled-tasks"),
+    ("POST", "/v1/scheduled-tasks"),
 }
 
 
@@ -186,11 +210,16 @@ def test_every_route_with_another_principals_id_is_not_found(tenants: Tenants) -
     routes = {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops}
     # Every route of the API is covered by a case (a new route must say what bob gets)
     assert routes == set(CROSS_CASES) | NO_ID_ROUTES
-    ids = {"agent_id": tenants.agent_id, "session_id": tenants.session_id, "file_id": tenants.file_id}
+    ids = {
+        "agent_id": tenants.agent_id,
+        "session_id": tenants.session_id,
+        "file_id": tenants.file_id,
+        "task_id": tenants.task_id,
+    }
     with tenants.client("bob") as bob:
         for (method, path), body in CROSS_CASES.items():
             real = path.format(**ids)
-            unknown = path.format(agent_id=UNKNOWN, session_id=UNKNOWN, file_id=UNKNOWN)
+            unknown = path.format(agent_id=UNKNOWN, session_id=UNKNOWN, file_id=UNKNOWN, task_id=UNKNOWN)
             sent: dict[str, Any] = {"files": body} if body is FILE_UPLOAD else {"json": body}
             # When bob names alice's id
             theirs = bob.request(method, real, **sent)
@@ -204,8 +233,20 @@ def test_every_route_with_another_principals_id_is_not_found(tenants: Tenants) -
                 .replace(tenants.agent_id, UNKNOWN)
                 .replace(tenants.session_id, UNKNOWN)
                 .replace(tenants.file_id, UNKNOWN)
+                .replace(tenants.task_id, UNKNOWN)
                 == mine.json()["error"]["message"]
             )
+        # And a task of alice's agent cannot be scheduled: the agent is as unknown as one that does not exist
+        task = {"name": "n", "prompt": "p", "rrule": "FREQ=DAILY"}
+        theirs = bob.post("/v1/scheduled-tasks", json={**task, "agent_id": tenants.agent_id})
+        mine = bob.post("/v1/scheduled-tasks", json={**task, "agent_id": UNKNOWN})
+        assert (theirs.status_code, theirs.json()["error"]["param"]) == (400, "agent_id")
+        assert (
+            theirs.json()["error"]["message"].replace(tenants.agent_id, UNKNOWN)
+            == mine.json()["error"]["message"]
+        )
+        assert bob.get("/v1/scheduled-tasks").json()["scheduled_tasks"] == []
+        assert bob.get("/v1/scheduled-tasks", params={"owner": "alice"}).status_code == 403
         # And the stream too, with or without a cursor
         for headers in ({}, {"Last-Event-ID": "1"}):
             stream = bob.get(f"/v1/sessions/{tenants.session_id}/stream", headers=headers)
@@ -260,6 +301,9 @@ def test_read_only_token_reads_but_writes_nothing(tenants: Tenants) -> None:
             ("POST", "/v1/sessions", {"agent_id": tenants.agent_id}),
             ("POST", f"/v1/sessions/{tenants.session_id}/fork", {}),
             ("DELETE", f"/v1/sessions/{tenants.session_id}/resources/files/{tenants.file_id}", None),
+            ("PATCH", f"/v1/scheduled-tasks/{tenants.task_id}", {"state": "paused"}),
+            ("POST", f"/v1/scheduled-tasks/{tenants.task_id}/run", None),
+            ("DELETE", f"/v1/scheduled-tasks/{tenants.task_id}", None),
         ):
             resp = reader.request(method, path, json=body)
             # Then it is 403 forbidden
@@ -274,6 +318,9 @@ def test_admin_sees_every_principals_resources(tenants: Tenants) -> None:
         assert admin.get(f"/v1/sessions/{tenants.session_id}").status_code == 200
         listed = admin.get("/v1/sessions", params={"owner": "alice"}).json()["data"]
         assert tenants.session_id in [s["id"] for s in listed]
+        assert admin.get(f"/v1/scheduled-tasks/{tenants.task_id}").status_code == 200
+        tasks = admin.get("/v1/scheduled-tasks", params={"owner": "alice"}).json()["scheduled_tasks"]
+        assert [t["id"] for t in tasks] == [tenants.task_id]
         with admin.stream("GET", f"/v1/sessions/{tenants.session_id}/stream?after=0") as stream:
             assert stream.status_code == 200
 

@@ -14,10 +14,21 @@ import pytest
 from tests.e2e.conftest import StreamWatcher, is_call_frame, unique
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     import httpx
 
 BERLIN = ZoneInfo("Europe/Berlin")
 MINUTE_WAIT_S = 100.0  # a minutely task's first occurrence is at most a minute away, then its run
+_CREATED: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _remove_tasks(http_client: httpx.Client) -> Iterator[None]:
+    """Tasks a test made are deleted after it, passed or failed: the stack is shared by the whole session."""
+    yield
+    while _CREATED:
+        http_client.delete(f"/v1/scheduled-tasks/{_CREATED.pop()}")
 
 
 def scripted_agent(http_client: httpx.Client, script: list[dict[str, Any]], **extra: Any) -> str:
@@ -36,6 +47,7 @@ def create_task(http_client: httpx.Client, agent_id: str, **fields: Any) -> dict
     body = {"name": unique("task"), "prompt": "Write the morning report.", "agent_id": agent_id, **fields}
     resp = http_client.post("/v1/scheduled-tasks", json=body)
     assert resp.status_code == 200, resp.text
+    _CREATED.append(resp.json()["id"])
     return dict(resp.json())
 
 
@@ -178,15 +190,19 @@ def test_a_daily_nine_oclock_berlin_task_reports_next_run_at_across_a_dst_change
     first = datetime.fromisoformat(across["next_run_at"])
     assert (first.date(), first.hour, first.minute) == (change.date(), 9, 0)
     assert first.utcoffset() == change.utcoffset() != eve.utcoffset()
-    # the server's own preview: 09:00 local on both sides, 23 or 25 hours apart
+    # the server's own preview of the rule from the day before: 09:00 local on both sides of the change
     preview = http_client.get(
-        f"/v1/scheduled-tasks/{across['id']}/occurrences",
-        params={"after": (eve - timedelta(days=1)).isoformat(), "limit": 3},
+        f"/v1/scheduled-tasks/{today['id']}/occurrences",
+        params={"after": (eve - timedelta(days=2)).isoformat(), "limit": 3},
     ).json()["occurrences"]
     days = [datetime.fromisoformat(o) for o in preview]
-    assert [d.hour for d in days] == [9, 9, 9]
-    assert days[1] == first
-    assert {(d.utcoffset() or timedelta()).total_seconds() for d in days} == {3600.0, 7200.0}
+    assert [(d.hour, d.minute) for d in days] == [(9, 0)] * 3
+    assert days[2] == first
+    assert days[1].utcoffset() == eve.utcoffset() != days[2].utcoffset()
+    assert (days[2] - days[1]).total_seconds() in (23 * 3600, 25 * 3600)
+    # a task's preview honours its start
+    own = http_client.get(f"/v1/scheduled-tasks/{across['id']}/occurrences", params={"limit": 1}).json()
+    assert own["occurrences"] == [across["next_run_at"]]
     for task in (today, across):
         http_client.delete(f"/v1/scheduled-tasks/{task['id']}")
 
@@ -284,6 +300,7 @@ def test_the_cli_adds_lists_runs_and_removes_scheduled_tasks(
         "America/New_York",
         agent_id,
     )
+    _CREATED.append(added["id"])
     assert added["id"] in [t["id"] for t in cli("ls")["scheduled_tasks"]]
     started = cli("run", added["id"])
     assert started["triggered"] is True

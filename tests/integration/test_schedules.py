@@ -250,3 +250,70 @@ def test_a_cost_cap_stops_the_runs_turn_and_the_run_says_so(
     session = api.get(f"/v1/sessions/{run['conversation_id']}").body
     assert (session["status"], session["last_task_error"]["code"]) == ("failed", "cost_cap_reached")
     assert len(aws.mock_llm.requests(model)) == 1  # no model call after the cap was reached
+
+
+def test_the_local_scheduler_fires_what_is_due_and_applies_the_missed_run_policy(
+    aws: Stack, api: Api
+) -> None:
+    """skyloop dev's scheduler, after the stack was down: an occurrence missed within the grace period runs once,
+    older ones are recorded as missed (at most ten), and a task whose last chance passed long ago moves on."""
+    import time
+
+    from skyloop.schedules.local import LocalScheduler, lambda_invoker
+
+    agent = aws.register_agent(aws.mock_llm.script(*[{"text": "caught up"}] * 3))
+    store = deps.store()
+    now = int(time.time())
+    minute = now - now % 60
+
+    def down_since(task: dict[str, Any], at: int) -> None:
+        """As if the stack had stopped before ``at`` came (the task, set a week before, armed for it)."""
+        stored = store.get_scheduled_task(task["id"])
+        assert stored is not None
+        week_ago = datetime.fromtimestamp(at - 7 * 86400, UTC).replace(
+            hour=0, minute=0, second=0, tzinfo=None
+        )
+        moved = stored.model_copy(
+            update={"next_run_at": at, "armed_at": at - 60, "anchor": week_ago.isoformat()}
+        )
+        assert store.replace_scheduled_task(moved, revision=stored.revision)
+
+    on_time = _create(api, agent.id, rrule="FREQ=MINUTELY", timezone="UTC")
+    down_for_hours = _create(api, agent.id, rrule="FREQ=MINUTELY", timezone="UTC")
+    down_for_days = _create(api, agent.id, rrule="FREQ=DAILY;BYHOUR=0;BYMINUTE=0", timezone="UTC")
+    down_since(on_time, minute)
+    down_since(down_for_hours, minute - 3 * 3600)
+    midnight = minute - minute % 86400
+    if now - midnight <= 900:  # keep the newest missed midnight out of the grace period
+        pytest.skip("too close to midnight UTC for this case")
+    down_since(down_for_days, midnight - 3 * 86400)
+    scheduler = LocalScheduler(
+        deps.store,
+        deps.schedules,
+        lambda_invoker(deps.client("lambda"), aws.resources.function_arns["schedule_run"]),
+        grace_s=900,
+    )
+    dispatched = scheduler.tick(now)
+    assert sorted(dispatched) == sorted([on_time["id"], down_for_hours["id"]])
+    assert scheduler.tick(now) == []  # the occurrences sent are not sent again meanwhile
+    for task in (on_time, down_for_hours):
+        wait_until(
+            lambda t=task: any(r["status"] == "succeeded" for r in _runs(api, t["id"])), what="the run"
+        )
+    ran = [r for r in _runs(api, on_time["id"]) if r["status"] != "missed"]
+    assert [(r["scheduled_at"], r["trigger"]) for r in ran] == [(minute, "schedule")]
+    caught_up = _runs(api, down_for_hours["id"])
+    assert [r["scheduled_at"] for r in caught_up if r["status"] == "succeeded"] == [minute]
+    missed = [r for r in caught_up if r["status"] == "missed"]
+    assert len(missed) == 10  # of 180 missed minutes, the newest ten are recorded
+    assert [r["scheduled_at"] for r in missed] == [minute - 60 * k for k in range(1, 11)]
+    assert {(r["error_code"], r["trigger"], r["conversation_id"]) for r in missed} == {
+        ("missed", "catch_up", None)
+    }
+    days = _runs(api, down_for_days["id"])
+    assert [r["scheduled_at"] for r in days] == [midnight - 86400 * k for k in range(0, 4)]
+    assert {r["status"] for r in days} == {"missed"}
+    later = api.get(f"/v1/scheduled-tasks/{down_for_days['id']}").body
+    assert _epoch(later["next_run_at"]) == midnight + 86400
+    for task in (on_time, down_for_hours, down_for_days):
+        api.call("DELETE", f"/v1/scheduled-tasks/{task['id']}")

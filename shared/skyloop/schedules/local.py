@@ -58,12 +58,13 @@ class LocalScheduler:
             self._store(), self._schedules(), now=int(now), grace_s=self._grace_s, dispatch=self._dispatch
         )
 
-    def _dispatch(self, task: ScheduledTask, due: int) -> None:
+    def _dispatch(self, task: ScheduledTask, due: int) -> bool:
         if (task.id, due) in self._sent:
-            return
+            return False
         self._sent[(task.id, due)] = time.time()
         scheduled = datetime.fromtimestamp(due, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         self._invoke({"task_id": task.id, "scheduled_at": scheduled})
+        return True
 
     def start(self, tick_s: float) -> threading.Thread:
         def loop() -> None:

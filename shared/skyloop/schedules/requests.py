@@ -14,12 +14,11 @@ default, or ``allow``). Unknown fields are a 400, as in omnigent.
 
 from __future__ import annotations
 
-from datetime import datetime  # noqa: TC003  (pydantic needs it at runtime)
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from skyloop.api.requests import parse_effort, parse_model_override
 from skyloop.errors import InvalidInputError
 
 MAX_NAME_CHARS = 200
@@ -27,6 +26,18 @@ MAX_PROMPT_CHARS = 100_000  # a message's text block (api.requests.MAX_TEXT_CHAR
 MAX_PROMPT_BYTES = 256 * 1024  # the task is one DynamoDB item (400 KB)
 MAX_COST_USD = 10_000.0
 NO_HOSTS = "skyloop runs agents serverless: it has no hosts to pin"
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)  # instants a schedule can be asked about (starts_at, previews)
+LATEST = datetime(2200, 1, 1, tzinfo=UTC)
+
+
+def _instant(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        raise ValueError("give a time zone offset (e.g. 2027-03-28T09:00:00+02:00 or ...Z)")
+    if not EARLIEST <= value < LATEST:
+        raise ValueError(f"must be between {EARLIEST.date()} and {LATEST.date()}")
+    return value
 NO_PERMISSION_MODES = "skyloop agents have no permission modes (a native harness's setting in omnigent)"
 
 
@@ -45,11 +56,15 @@ class _Common(BaseModel):
     @field_validator("reasoning_effort", check_fields=False)
     @classmethod
     def _effort(cls, value: str | None) -> str | None:
+        from skyloop.api.requests import parse_effort  # (skyloop.api imports these routes' models)
+
         return parse_effort(value)
 
     @field_validator("model_override", check_fields=False)
     @classmethod
     def _model(cls, value: str | None) -> str | None:
+        from skyloop.api.requests import parse_model_override
+
         return parse_model_override(value)
 
     @field_validator("host_id", check_fields=False)
@@ -78,9 +93,7 @@ class _Common(BaseModel):
     @field_validator("starts_at", check_fields=False)
     @classmethod
     def _aware(cls, value: datetime | None) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            raise ValueError("give a time zone offset (e.g. 2027-03-28T09:00:00+02:00 or ...Z)")
-        return value
+        return _instant(value)
 
 
 class CreateScheduledTaskRequest(_Common):
@@ -158,9 +171,7 @@ class OccurrencesQuery(BaseModel):
     @field_validator("after")
     @classmethod
     def _aware(cls, value: datetime | None) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            raise ValueError("give a time zone offset (e.g. 2027-03-28T00:00:00Z)")
-        return value
+        return _instant(value)
 
 
 def parse(model: type[BaseModel], data: dict[str, Any], *, what: str) -> Any:

@@ -22,7 +22,7 @@ import logging
 import secrets
 import time
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from skyloop import principals
 from skyloop.errors import ConflictError, NotFoundError, QuotaExceededError, RunnerUnavailableError
@@ -315,7 +315,7 @@ def catch_up(
     *,
     now: int,
     grace_s: int,
-    dispatch: Callable[[ScheduledTask, int], Any],
+    dispatch: Callable[[ScheduledTask, int], bool],
 ) -> list[str]:
     """Fire what came due; apply the missed-run policy to what came due while no scheduler ran.
 
@@ -323,14 +323,14 @@ def catch_up(
 
     * passed at most ``grace_s`` ago: ``dispatch(task, occurrence)`` fires it
       (the local stack invokes the ``schedule_run`` function, as EventBridge
-      Scheduler does in the cloud);
+      Scheduler does in the cloud; False: it had sent that occurrence already);
     * passed longer ago (the stack was down): that occurrence and the later
       ones that also passed are recorded as ``missed`` runs (at most
       :data:`MAX_MISSED_RECORDED`, the newest); if the newest of them passed
       within ``grace_s`` it runs instead of being recorded; then the next
       occurrence after now is armed.
 
-    Returns the ids of the tasks dispatched.
+    Returns the ids of the tasks dispatched by this pass.
     """
     dispatched: list[str] = []
     for task in store.list_due_scheduled_tasks(before=now):
@@ -338,8 +338,8 @@ def catch_up(
         if due is None or task.state != "active":
             continue
         if now - due <= grace_s:
-            dispatch(task, due)
-            dispatched.append(task.id)
+            if dispatch(task, due):
+                dispatched.append(task.id)
             continue
         passed = plans.passed_occurrences(task, since=due, until=now)
         newest = passed[-1] if passed else due
@@ -348,8 +348,8 @@ def catch_up(
         for at in missed[-MAX_MISSED_RECORDED:]:
             _record_missed(store, task, at, now, len(missed))
         if run_now:
-            dispatch(task.model_copy(update={"next_run_at": newest}), newest)
-            dispatched.append(task.id)
+            if dispatch(task.model_copy(update={"next_run_at": newest}), newest):
+                dispatched.append(task.id)
         else:
             advance(store, schedules, task, now, now)
     return dispatched
