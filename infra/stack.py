@@ -110,6 +110,18 @@ class SkyloopStack(cdk.Stack):
         cdk.CfnOutput(self, "SecretsPrefix", value=self.functions.secrets_prefix)
         cdk.CfnOutput(
             self,
+            "ScheduleGroupName",
+            value=self.schedules.group.ref,
+            description="EventBridge Scheduler group holding one schedule per scheduled task",
+        )
+        cdk.CfnOutput(
+            self,
+            "ScheduleDeadLetterQueueUrl",
+            value=self.schedules.dead_letters.queue_url,
+            description="Scheduled runs EventBridge Scheduler gave up invoking",
+        )
+        cdk.CfnOutput(
+            self,
             "SmokeToolArn",
             value=self.smoke_tool.function.function_arn,
             description="skyloop smoke --tool-function: the echo tool the turn machine may invoke",

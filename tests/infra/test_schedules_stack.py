@@ -26,11 +26,13 @@ def _ids(t: Template) -> tuple[str, str, str, str]:
     return group, queue, role, run
 
 
-def test_one_schedule_group_named_by_cloudformation(template_json: Template) -> None:
-    _, group = one(template_json, "AWS::Scheduler::ScheduleGroup")
-    assert "Name" not in group.get(
-        "Properties", {}
-    )  # unique per account and region, whatever the stack's name
+def test_one_schedule_group_named_by_cloudformation_and_output(template_json: Template) -> None:
+    group_id, group = one(template_json, "AWS::Scheduler::ScheduleGroup")
+    # CloudFormation names it: unique per account and region, whatever the stack's name
+    assert "Name" not in group.get("Properties", {})
+    _, queue, _, _ = _ids(template_json)
+    assert template_json["Outputs"]["ScheduleGroupName"]["Value"] == {"Ref": group_id}
+    assert template_json["Outputs"]["ScheduleDeadLetterQueueUrl"]["Value"] == {"Ref": queue}
 
 
 def test_schedules_invoke_the_run_function_with_a_role_only_the_scheduler_of_this_account_assumes(

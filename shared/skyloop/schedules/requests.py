@@ -38,6 +38,8 @@ def _instant(value: datetime | None) -> datetime | None:
     if not EARLIEST <= value < LATEST:
         raise ValueError(f"must be between {EARLIEST.date()} and {LATEST.date()}")
     return value
+
+
 NO_PERMISSION_MODES = "skyloop agents have no permission modes (a native harness's setting in omnigent)"
 
 

@@ -119,9 +119,12 @@ def advance(
         if fresh is None:
             return task
         task = fresh
-    plan = plans.plan_for(task)
-    if schedules is not None and plan is not None and plan.one_time:
-        schedules.put(task, plan)  # the re-arm; repeated by a retried fire, harmlessly
+    if schedules is not None:
+        plan = plans.plan_for(task)
+        if plan is None:
+            schedules.delete(task.id)  # the rule has ended
+        elif plan.one_time:
+            schedules.put(task, plan)  # the re-arm; repeated by a retried fire, harmlessly
     return task
 
 
