@@ -32,10 +32,9 @@ async def main(base: str, agent_id: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     async with httpx.AsyncClient(base_url=base, timeout=30) as client:
 
-        async def tool(name: str, **args: Any) -> Any:
-            return json.loads(
-                await _execute_scheduled_task_tool(name, json.dumps(args), server_client=client)
-            )
+        async def tool(tool_name: str, args: dict[str, Any] | None = None, **more: Any) -> Any:
+            arguments = json.dumps({**(args or {}), **more})
+            return json.loads(await _execute_scheduled_task_tool(tool_name, arguments, server_client=client))
 
         body = {
             "name": "morning report",
@@ -46,13 +45,13 @@ async def main(base: str, agent_id: str) -> dict[str, Any]:
             "reasoning_effort": "high",
         }
         CreateScheduledTaskRequest.model_validate(body)  # what omnigent's server would take
-        out["created"] = await tool("sys_scheduled_task_create", **body)
+        out["created"] = await tool("sys_scheduled_task_create", body)
         task_id = out["created"]["id"]
         out["listed"] = await tool("sys_scheduled_task_list")
         out["updated"] = await tool(
             "sys_scheduled_task_update", scheduled_task_id=task_id, name="evening report", state="paused"
         )
-        out["bad_rule"] = await tool("sys_scheduled_task_create", **{**body, "rrule": "FREQ=SECONDLY"})
+        out["bad_rule"] = await tool("sys_scheduled_task_create", {**body, "rrule": "FREQ=SECONDLY"})
         run_now = await client.post(f"/v1/scheduled-tasks/{task_id}/run")
         out["run_now"] = {"status": run_now.status_code, "body": run_now.json()}
         for _ in range(100):  # until the run's turn ended
