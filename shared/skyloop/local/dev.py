@@ -231,7 +231,7 @@ def start(
     _start_sweeper(float(os.environ.get("SKYLOOP_SWEEP_INTERVAL_S", "60")))
     _start_reconciler(float(os.environ.get("SKYLOOP_RECONCILE_INTERVAL_S", "60")))
     _start_scheduler(
-        resources.function_arns["schedule_run"], float(os.environ.get("SKYLOOP_SCHEDULER_TICK_S", "1"))
+        resources.function_arns["schedule_run"], float(os.environ.get("SKYLOOP_SCHEDULER_TICK_S", "5"))
     )
     url = f"http://{host}:{port}"
     mock_app = mockllm.create_app()

@@ -1,7 +1,8 @@
 """``skyloop dev``'s scheduler: EventBridge Scheduler's part, in-process, from the table.
 
 In the cloud EventBridge Scheduler's clock invokes the ``schedule_run``
-function; locally this loop does, every ``tick_s``: it reads the tasks whose
+function; locally this loop does, every ``tick_s`` (5 s by default: EventBridge
+Scheduler's own precision is a minute): it reads the tasks whose
 next occurrence has come (the table's ``due_schedules`` index, so the state it
 works from persists with the table) and invokes the same function
 asynchronously with the same payload. What came due while the stack was down
