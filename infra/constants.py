@@ -91,6 +91,7 @@ LWA_LAYER_ACCOUNTS: dict[str, str] = {
     "cn-north-1": "041581134020",
     "cn-northwest-1": "069767869989",
 }
+CTX_STREAM_CONCURRENCY = "streamConcurrency"  # reserved concurrency of the SSE stream function (unset: none)
 CTX_LWA_LAYER_ARN = "lwaLayerArn"  # the adapter layer to use instead (a region without a published one)
 LWA_LAYER_NAME_ARM64 = "LambdaAdapterLayerArm64"
 LWA_DEFAULT_LAYER_VERSION = 25
@@ -155,12 +156,16 @@ FANOUT_PARALLELIZATION = 4  # concurrent batches per shard; one session's record
 CORS_API_METHODS = ("GET", "POST", "PATCH", "DELETE")  # the REST routes' methods
 CORS_API_HEADERS = ("authorization", "content-type", "idempotency-key")
 CORS_API_EXPOSE_HEADERS = ("x-request-id",)
-CORS_STREAM_METHODS = ("GET",)
-CORS_STREAM_HEADERS = ("authorization", "last-event-id")
+CORS_STREAM_METHODS = ("GET", "POST")  # POST: the OpenAI paths the stream function hands to the API
+CORS_STREAM_HEADERS = ("authorization", "last-event-id", "content-type", "idempotency-key", "openai-beta")
 CORS_MAX_AGE_S = 600  # browsers cache a preflight answer this long
 
 # ---------------------------------------------------------------- edge
 STREAM_PATH_PATTERN = "/v1/sessions/*/stream"
+# OpenAI's Agents API serves streams on paths it also serves plain requests on (GET vs POST
+# .../events; POST /agents/sessions with stream: true): these go to the stream function whole, and it
+# hands what is not a stream to the API function (skyloop.stream.proxy).
+OPENAI_STREAM_PATH_PATTERNS = ("/openai/v1/agents/sessions", "/openai/v1/agents/sessions/*/events")
 # CloudFront signs function-URL requests (Origin Access Control) in the Authorization
 # header, replacing the viewer's. A viewer-request function copies the viewer's
 # Authorization into this header first, so the stream function can still read the

@@ -1,7 +1,9 @@
 """Edge: one CloudFront distribution, the deployment's single HTTPS endpoint.
 
-``/v1/sessions/*/stream`` goes to the stream function URL, everything else to
-the HTTP API. Nothing is cached; every method and viewer header except Host is
+``/v1/sessions/*/stream`` and the OpenAI Agents API's stream paths
+(``C.OPENAI_STREAM_PATH_PATTERNS``: the stream function hands their plain
+requests on to the API function) go to the stream function URL, everything
+else to the HTTP API. Nothing is cached; every method and viewer header except Host is
 forwarded, so ``Authorization`` and ``Last-Event-ID`` reach the functions.
 """
 
@@ -89,7 +91,7 @@ class Edge(Construct):
                 **uncached,
             ),
             additional_behaviors={
-                C.STREAM_PATH_PATTERN: cloudfront.BehaviorOptions(
+                pattern: cloudfront.BehaviorOptions(
                     origin=stream_origin,
                     allowed_methods=cloudfront.AllowedMethods.ALLOW_ALL,
                     function_associations=[
@@ -100,6 +102,7 @@ class Edge(Construct):
                     ],
                     **uncached,
                 )
+                for pattern in (C.STREAM_PATH_PATTERN, *C.OPENAI_STREAM_PATH_PATTERNS)
             },
         )
 

@@ -1,24 +1,20 @@
-"""Model prices: what a turn's tokens cost, for cost caps (a scheduled task's ``max_cost_usd``).
+"""Model prices, for spend control (the OpenAI Agents API's ``spend_control``, in USD cents).
 
 skyloop records each model call's tokens; a price turns them into money. A
-price is USD per million tokens, input and output. Where one comes from,
-first match wins:
+price is USD per million tokens, input and output. Where one comes from, first
+match wins:
 
-1. ``SKYLOOP_MODEL_PRICES``, a JSON object ``{"<model>": {"input": 0.4, "output": 1.6}}``
-   (a deployment's own prices, over the table below; a malformed value is an
-   error, never silently ignored);
-2. :data:`DEFAULT_PRICES`, public list prices at the time of writing (check
+1. the agent's ``executor.pricing`` (``{input, output}``), for a model only its
+   agent knows (a vLLM server, a fine-tune);
+2. ``SKYLOOP_MODEL_PRICES``, a JSON object ``{"<model>": {"input": 0.4, "output": 1.6}}``
+   (a deployment's own prices, over the table below);
+3. :data:`DEFAULT_PRICES`, public list prices at the time of writing (check
    them: providers change prices, and this table is not a bill).
 
 A model id matches a table key exactly, else the longest key it starts with
 (``gpt-4.1-mini-2025-04-14`` is priced as ``gpt-4.1-mini``). A model with no
-price has an *unknown* cost: a cap cannot be enforced on it, so a scheduled
-task with ``max_cost_usd`` is refused (400) when its model has no price, and a
-capped turn whose model lost its price since fails before calling the model
-(``cost_unknown``): a cap is never silently unenforced.
-
-The public names match the spend-control module of the OpenAI Agents API work
-(branch ``openai``), so either can replace the other.
+price costs nothing here: a session whose agent's model has none cannot take a
+spend limit (400), so a limit is never silently unenforced.
 """
 
 from __future__ import annotations
@@ -47,11 +43,8 @@ class ModelPrice(BaseModel):
     output: float = Field(ge=0, le=10_000)
 
     def cost_micros(self, input_tokens: int, output_tokens: int) -> int:
-        """What tokens cost, in millionths of a USD, rounded up (tokens x USD per million = micro-USD)."""
+        """What a call cost, in millionths of a USD, rounded up (tokens x USD per million = micro-USD)."""
         return math.ceil(input_tokens * self.input + output_tokens * self.output)
-
-    def cost_usd(self, input_tokens: int, output_tokens: int) -> float:
-        return self.cost_micros(input_tokens, output_tokens) / 1_000_000
 
 
 DEFAULT_PRICES: dict[str, ModelPrice] = {
@@ -93,10 +86,20 @@ def _table(raw: str) -> dict[str, ModelPrice]:
 
 
 def price_of(executor: AgentExecutor, model: str | None = None) -> ModelPrice | None:
-    """The price of ``model`` (default: the executor's), or None when nobody set one (cost unknown)."""
+    """The price of ``model`` (default: the executor's) for this agent, or None if nobody set one."""
+    if executor.pricing is not None:
+        return executor.pricing
     model = model or executor.model
     table = _table(os.environ.get(PRICES_ENV, ""))
     if model in table:
         return table[model]
     prefixes = [key for key in table if model.startswith(key)]
     return table[max(prefixes, key=len)] if prefixes else None
+
+
+def cents_floor(micros: int) -> int:
+    return micros // MICROS_PER_CENT
+
+
+def budget_reached(limit_cents: int | None, spend_micros: int) -> bool:
+    return limit_cents is not None and spend_micros >= limit_cents * MICROS_PER_CENT

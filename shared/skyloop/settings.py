@@ -17,7 +17,9 @@ class Settings(BaseModel):
     event_ttl_s: int = Field(default=24 * 3600, ge=60, alias="SKYLOOP_EVENT_TTL_S")
     stream_max_s: float = Field(default=14 * 60, gt=0, alias="SKYLOOP_STREAM_MAX_S")
     heartbeat_s: float = Field(default=15.0, gt=0, alias="SKYLOOP_HEARTBEAT_S")
-    poll_busy_s: float = Field(default=0.25, gt=0, alias="SKYLOOP_POLL_BUSY_S")
+    # while a turn runs, how often a cloud stream reads the log: a client sees each event ~50 ms after it
+    # is written (10 strongly consistent Queries a second, only while something happens)
+    poll_busy_s: float = Field(default=0.1, gt=0, alias="SKYLOOP_POLL_BUSY_S")
     poll_idle_s: float = Field(default=2.0, gt=0, alias="SKYLOOP_POLL_IDLE_S")
     require_token: bool = Field(default=False, alias="SKYLOOP_REQUIRE_TOKEN")
     model_timeout_s: float = Field(default=600.0, gt=0, alias="SKYLOOP_MODEL_TIMEOUT_S")
@@ -78,6 +80,13 @@ class Settings(BaseModel):
     # the live and fan-out functions post through (https://<api>.execute-api.<region>.amazonaws.com/<stage>).
     live_url: str | None = Field(default=None, min_length=1, alias="SKYLOOP_LIVE_URL")
     live_endpoint: str | None = Field(default=None, min_length=1, alias="SKYLOOP_LIVE_ENDPOINT")
+    # OpenAI's Agents API (skyloop.openai_compat): the executor a bare model name runs on (JSON, no key),
+    # model prices for spend control (skyloop.pricing), and the API function the stream function hands
+    # requests on the OpenAI paths to (skyloop.stream.proxy). Each is read by its module; listed here so
+    # every SKYLOOP_ variable has one home.
+    default_executor: str = Field(default="", alias="SKYLOOP_DEFAULT_EXECUTOR")
+    model_prices: str = Field(default="", alias="SKYLOOP_MODEL_PRICES")
+    api_function: str = Field(default="", alias="SKYLOOP_API_FUNCTION")
 
     @classmethod
     def from_env(cls) -> Settings:

@@ -60,6 +60,7 @@ def prod_template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 "quotaScheduledTasks": "5",
                 "quotaScheduledRunsPerHour": "60",
                 "outboundAllow": "10.0.0.0/8, models.internal",
+                "streamConcurrency": "200",
             },
         )
         env = cdk.Environment(account="123456789012", region="eu-west-1")
@@ -236,8 +237,14 @@ def test_cors_on_the_stream_url_allows_the_listed_origins(prod_template: dict[st
     cors = url["Properties"]["Cors"]
     # Then a browser may open the stream with its bearer token and resume with Last-Event-ID
     assert cors["AllowOrigins"] == list(ORIGINS)
-    assert cors["AllowMethods"] == ["GET"]
-    assert set(cors["AllowHeaders"]) == {"authorization", "last-event-id"}
+    assert cors["AllowMethods"] == ["GET", "POST"]  # POST: the OpenAI paths handed on to the API
+    assert set(cors["AllowHeaders"]) == {
+        "authorization",
+        "last-event-id",
+        "content-type",
+        "idempotency-key",
+        "openai-beta",
+    }
     assert cors["AllowCredentials"] is False
 
 
@@ -493,3 +500,22 @@ def test_inconsistent_sign_in_or_quota_context_stops_synth(context: dict[str, st
 
     with pytest.raises(ValueError, match=r"jwt|cognito|quota"):
         StackConfig.from_context(cdk.App(context=context).node)
+
+
+def test_stream_concurrency_caps_the_stream_function_alone(
+    prod_template: dict[str, Any], template_json: dict[str, Any]
+) -> None:
+    # Given -c streamConcurrency=200: the stream function may hold at most 200 executions
+    for spec in manifest.FUNCTIONS:
+        reserved = function(prod_template, spec.name)[1]["Properties"].get("ReservedConcurrentExecutions")
+        assert reserved == (200 if spec.streaming else None), spec.name
+    # And without it nothing is reserved (an account with a small quota could not deploy)
+    for spec in manifest.FUNCTIONS:
+        assert "ReservedConcurrentExecutions" not in function(template_json, spec.name)[1]["Properties"]
+
+
+def test_stream_concurrency_must_be_a_positive_integer() -> None:
+    import aws_cdk as cdk
+
+    with pytest.raises(ValueError, match="streamConcurrency"):
+        StackConfig.from_context(cdk.App(context={"streamConcurrency": "0"}).node)

@@ -835,8 +835,26 @@ def test_stream_url_streams_and_only_cloudfront_may_call_it(template_json: Templ
 def _behaviors(template_json: Template) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     _, distribution = one(template_json, "AWS::CloudFront::Distribution")
     config = distribution["Properties"]["DistributionConfig"]
-    (stream,) = config["CacheBehaviors"]
+    (stream,) = [b for b in config["CacheBehaviors"] if b["PathPattern"] == C.STREAM_PATH_PATTERN]
     return config, config["DefaultCacheBehavior"], stream
+
+
+def test_edge_sends_the_openai_stream_paths_whole_to_the_stream_function(template_json: Template) -> None:
+    """OpenAI's Agents API streams on paths it also serves plain requests on: those paths go to the
+    stream function (with the viewer's token copied as on the stream path), which may invoke the API."""
+    config, _, stream = _behaviors(template_json)
+    by_pattern = {b["PathPattern"]: b for b in config["CacheBehaviors"]}
+    assert set(by_pattern) == {C.STREAM_PATH_PATTERN, *C.OPENAI_STREAM_PATH_PATTERNS}
+    assert "/openai/v1/agents/sessions/*/events" in by_pattern
+    for pattern in C.OPENAI_STREAM_PATH_PATTERNS:
+        behavior = by_pattern[pattern]
+        assert behavior["TargetOriginId"] == stream["TargetOriginId"]
+        assert behavior["FunctionAssociations"] == stream["FunctionAssociations"]
+        assert len(behavior["AllowedMethods"]) == 7  # POST and DELETE reach the function too
+    functions = resources(template_json, "AWS::Lambda::Function")
+    (stream_fn,) = [f for f in functions.values() if f["Properties"]["Handler"] == "run.sh"]
+    target = stream_fn["Properties"]["Environment"]["Variables"]["SKYLOOP_API_FUNCTION"]["Ref"]
+    assert functions[target]["Properties"]["Description"] == manifest.by_name("api").description
 
 
 def _origin(config: dict[str, Any], behavior: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import pytest
 from skyloop.errors import ConflictError
 from skyloop.models.schedule import ScheduledRun, ScheduledTask
 from skyloop.models.session import Turn
-from skyloop.store import Append, Store, TurnDecision, TurnEnd
+from skyloop.store import Append, Store, TurnEnd
 from tests.integration.test_store_contract import _session, backend, store
 
 __all__ = ["backend", "store"]  # the fixtures, run over both stores
@@ -124,28 +124,16 @@ def test_deleting_a_task_deletes_its_runs(store: Store) -> None:
     assert store.list_scheduled_runs(task.id) == ([], False)
 
 
-def test_how_a_turn_ended_lands_on_its_row_with_its_terminal_append(store: Store) -> None:
-    """Folded into the same model call's decision update, or on its own (a cancel, a failure)."""
+def test_a_turns_cost_cap_is_kept_on_its_row(store: Store) -> None:
+    """A scheduled run's turn carries its task's max_cost_usd (a float: stored as a Decimal, read back as it was)."""
     session = _session(store)
-    for n, rid in enumerate(("resp_a", "resp_b")):
-        store.append(
-            Append(
-                session.id,
-                new_turn=Turn(
-                    session_id=session.id, response_id=rid, agent_id="a", created_at=10 + n, max_cost_usd=0.5
-                ),
-            )
-        )
-    decision = TurnDecision("resp_a", 0, "finish_turn", 1, 0, input_tokens=5, output_tokens=1)
-    store.append(Append(session.id, decision=decision, turn_end=TurnEnd("resp_a", "completed", 20)))
-    error = {"code": "cost_cap_reached", "message": "over"}
-    store.append(Append(session.id, turn_end=TurnEnd("resp_b", "failed", 21, error)))
-    a, b = store.get_turn(session.id, "resp_a"), store.get_turn(session.id, "resp_b")
-    assert (a.status, a.completed_at, a.error, a.input_tokens, a.max_cost_usd) == (
-        "completed",
-        20,
-        None,
-        5,
-        0.5,
+    turn = Turn(
+        session_id=session.id, response_id="resp_capped", agent_id="a", created_at=10, max_cost_usd=0.05
     )
-    assert (b.status, b.completed_at, b.error) == ("failed", 21, error)
+    store.append(Append(session.id, new_turn=turn))
+    store.append(
+        Append(session.id, turn_end=TurnEnd("resp_capped", "failed", 11, {"code": "cost_cap_reached"}))
+    )
+    stored = store.get_turn(session.id, "resp_capped")
+    assert (stored.max_cost_usd, stored.status) == (0.05, "failed")
+    assert (stored.error or {}).get("code") == "cost_cap_reached"

@@ -43,6 +43,10 @@ class Session(BaseModel):
     model_override: str | None = None  # replaces the agent's model on the next model calls
     external_session_id: str | None = None  # a wrapper's native session id (omnigent), stored as given
     parent_session_id: str | None = None  # the session this one was forked from
+    # Spend control (the OpenAI Agents API's ``spend_control``, skyloop.pricing): a limit in USD cents that
+    # stops a turn before its next model call once reached; the spend so far, in millionths of a USD.
+    spend_limit_cents: int | None = None
+    spend_micros: int = 0
 
 
 class ConversationItem(BaseModel):
@@ -144,6 +148,7 @@ class Turn(BaseModel):
     decided_iteration: int | None = None
     input_tokens: int = 0  # over the turn's model calls
     output_tokens: int = 0
+    spend_micros: int = 0  # what the turn's model calls cost, in millionths of a USD (skyloop.pricing)
     # how the turn ended (written with its terminal event): completed | failed | cancelled, when, why
     status: str | None = None
     completed_at: int | None = None

@@ -290,7 +290,7 @@ def refresh(store: Store, run: ScheduledRun, *, now: int | None = None) -> Sched
             "error": str(error.get("message") or "")[:1000] or None,
             "input_tokens": turn.input_tokens,
             "output_tokens": turn.output_tokens,
-            "cost_usd": _cost(store, run, turn.input_tokens, turn.output_tokens),
+            "cost_usd": _cost(store, run, turn.spend_micros),
         }
     )
     if store.replace_scheduled_run(ended, status="running"):
@@ -298,8 +298,9 @@ def refresh(store: Store, run: ScheduledRun, *, now: int | None = None) -> Sched
     return store.get_scheduled_run(run.task_id, run.id) or ended
 
 
-def _cost(store: Store, run: ScheduledRun, input_tokens: int, output_tokens: int) -> float | None:
-    """What the run's turn cost at the model's price (None without one, or without the agent)."""
+def _cost(store: Store, run: ScheduledRun, spend_micros: int) -> float | None:
+    """What the run's turn cost (its spend, recorded with each model call at the model's price), or None
+    when the model has no price (nothing was counted) or the agent is gone (skyloop.pricing)."""
     from skyloop.pricing import price_of
 
     try:
@@ -308,7 +309,7 @@ def _cost(store: Store, run: ScheduledRun, input_tokens: int, output_tokens: int
     except NotFoundError:
         return None
     price = price_of(agent.spec.executor, session.model_override or agent.spec.executor.model)
-    return price.cost_usd(input_tokens, output_tokens) if price else None
+    return spend_micros / 1_000_000 if price else None
 
 
 # ------------------------------------------------------------------------- missed runs

@@ -294,6 +294,7 @@ class MemoryStore:
         if batch.decision is not None:
             fields["input_tokens"] = session.input_tokens + batch.decision.input_tokens
             fields["output_tokens"] = session.output_tokens + batch.decision.output_tokens
+            fields["spend_micros"] = session.spend_micros + batch.decision.cost_micros
         return session.model_copy(update=fields)
 
     def _apply(self, data: _SessionData, batch: Append, now: int) -> AppendResult:
@@ -338,6 +339,7 @@ class MemoryStore:
                     "await_iteration": decision.iteration,
                     "input_tokens": turn.input_tokens + decision.input_tokens,
                     "output_tokens": turn.output_tokens + decision.output_tokens,
+                    "spend_micros": turn.spend_micros + decision.cost_micros,
                 }
             )
             data.decisions[decision.response_id] = decision
@@ -419,6 +421,16 @@ class MemoryStore:
             return turn.model_copy(
                 update={"resumed_iteration": resumed, "decided_iteration": decided}, deep=True
             )
+
+    def list_turns(self, session_id: str) -> list[Turn]:
+        with self._lock:
+            data = self._sessions.get(session_id)
+            turns = list(data.turns.values()) if data else []
+            out = [
+                t.model_copy(update={"tools": [], "task_token": None}, deep=True)
+                for t in sorted(turns, key=lambda t: (t.created_at, t.response_id))
+            ]
+        return [self.get_turn(session_id, t.response_id).model_copy(update={"tools": []}) for t in out]
 
     def get_decision(self, session_id: str, response_id: str) -> TurnDecision | None:
         with self._lock:

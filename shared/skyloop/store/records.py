@@ -71,6 +71,7 @@ class TurnDecision:
     unanswered: int
     input_tokens: int = 0  # what this model call used, added to the turn's and the session's totals
     output_tokens: int = 0
+    cost_micros: int = 0  # what it cost in millionths of a USD (skyloop.pricing), added the same way
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from skyloop.errors import ModelCallError, NotFoundError
 from skyloop.harnesses.base import FunctionCall, Usage
 from skyloop.ids import derived_id
 from skyloop.models.session import PendingCall, token_usage
+from skyloop.pricing import budget_reached, price_of
 from skyloop.store import ConditionFailedError, Guard, NewItem, TurnDecision
 from skyloop.turns import lifecycle
 from skyloop.turns.state import TurnError
@@ -38,6 +39,7 @@ DELTA_FLUSH_CHARS = 2048
 MAX_ATTEMPTS = 10
 COST_CAP_REACHED = "cost_cap_reached"  # the turn error code when a cost cap stops a turn
 COST_UNKNOWN = "cost_unknown"  # a capped turn whose model has no price: it never calls the model
+BUDGET_EXCEEDED = "session_budget_exceeded"  # the turn error code when spend control stops a turn
 # The last streamed text rides in the result's append unless the response has this many calls (one
 # transaction holds at most 100 items; each call is one of them).
 FOLD_MAX_CALLS = 64
@@ -87,6 +89,7 @@ def run(
     cutoff = session.last_seq
     items = store.list_items(state.session_id, through_seq=cutoff)
     consumed = max(state.consumed_seq, session.input_seq)
+    check_budget(session)
     _check_endpoint(agent.spec)
     spec = effective_spec(agent.spec, session, turn)
     check_cost_cap(spec, turn)
@@ -94,6 +97,7 @@ def run(
     # streamed batch, or the result, waits for it (a retry's announcement precedes its text).
     attempt = background(claim_attempt, store, state, chain)
     deltas = DeltaWriter(store, state, attempt, chain)
+    spec = effective_spec(agent.spec, session, turn)
     try:
         offered = turn.tools + (catalog.definitions() if catalog else [])
         result = model_caller(spec, items, offered, deltas.add, timeout_s=timeout_s)
@@ -137,6 +141,7 @@ def run(
         raise TurnError("max_iterations", f"the turn reached its limit of {state.max_iterations} model calls")
     batch.new_calls = calls
     tokens = Usage.of(result.usage)
+    price = price_of(spec.executor)
     capped = nxt != "finish_turn" and cost_cap_reached(spec, turn, tokens)
     if publish_waits and nxt == "await_client" and not capped:
         publish_client_calls(batch, calls, agent.name, lifecycle.await_key(state.response_id, i))
@@ -148,6 +153,7 @@ def run(
         unanswered=unanswered,
         input_tokens=tokens.input_tokens,
         output_tokens=tokens.output_tokens,
+        cost_micros=price.cost_micros(tokens.input_tokens, tokens.output_tokens) if price else 0,
     )
     finished = nxt == "finish_turn" and finish_with_result(store, batch, chain, agent, turn, tokens, consumed)
     if not finished:
@@ -227,14 +233,13 @@ def finish_with_result(
 
 
 def turn_cost_usd(spec: AgentSpec, turn: Turn, tokens: Usage | None = None) -> float | None:
-    """What the turn's model calls cost so far (with ``tokens`` of one more), or None without a price."""
-    from skyloop.pricing import price_of
-
+    """What the turn's model calls cost so far (the spend recorded with each landed call; with ``tokens``,
+    one more), or None when the model has no price (skyloop.pricing)."""
     price = price_of(spec.executor)
     if price is None:
         return None
-    more = tokens or Usage()
-    return price.cost_usd(turn.input_tokens + more.input_tokens, turn.output_tokens + more.output_tokens)
+    more = price.cost_micros(tokens.input_tokens, tokens.output_tokens) if tokens else 0
+    return (turn.spend_micros + more) / 1_000_000
 
 
 def cost_cap_reached(spec: AgentSpec, turn: Turn, tokens: Usage | None = None) -> bool:
@@ -266,6 +271,23 @@ def check_cost_cap(spec: AgentSpec, turn: Turn, tokens: Usage | None = None) -> 
         raise TurnError(
             COST_CAP_REACHED,
             f"the turn's model calls cost {cost:.6f} USD, reaching its cap of {turn.max_cost_usd} USD",
+        )
+
+
+def check_budget(session: Session) -> None:
+    """Spend control: once the session's spend reached its limit, no model call is made; the turn ends.
+
+    Checked before every model call of a turn (the first included), with the
+    spend every landed model call added to the session row in its result's
+    write, so a turn stops at the first model call past its budget, whichever
+    API started it. The turn fails with ``session_budget_exceeded`` (the
+    OpenAI Agents API's code; its view shows the session as ``budget_reached``).
+    """
+    if budget_reached(session.spend_limit_cents, session.spend_micros):
+        raise TurnError(
+            BUDGET_EXCEEDED,
+            f"the session's spend ({session.spend_micros / 1_000_000:.6f} USD) reached its limit of "
+            f"{session.spend_limit_cents} cents",
         )
 
 
@@ -444,6 +466,8 @@ class DeltaWriter:
         self.batches = 0
         self.last_flush = time.monotonic()
         self.sent_any = False
+        # the id the text's message item will have (so a viewer can tie deltas to the message)
+        self.message_id = derived_id(state.response_id, state.iteration, "message")
         self._lock = threading.Lock()
 
     def add(self, delta: str) -> None:
@@ -473,7 +497,8 @@ class DeltaWriter:
             rest, self.buffer = "".join(self.buffer), []
             if rest or (text and not self.sent_any):
                 batch.event(
-                    ev.RESPONSE_TEXT_DELTA, ev.text_delta(rest or text, response_id=self.state.response_id)
+                    ev.RESPONSE_TEXT_DELTA,
+                    ev.text_delta(rest or text, response_id=self.state.response_id, item_id=self.message_id),
                 )
 
     @property
@@ -488,7 +513,10 @@ class DeltaWriter:
         batch = lifecycle.turn_append(
             self.state, f"{self.state.response_id}:{self.state.iteration}:delta:{self.attempt}:{self.batches}"
         )
-        batch.event(ev.RESPONSE_TEXT_DELTA, ev.text_delta(text, response_id=self.state.response_id))
+        batch.event(
+            ev.RESPONSE_TEXT_DELTA,
+            ev.text_delta(text, response_id=self.state.response_id, item_id=self.message_id),
+        )
         self.batches += 1
         self.chain.append(self.store, batch)
         self.sent_any = True

@@ -291,11 +291,12 @@ class EventLog(TableBase):
     def _turn_end_op(self, session_id: str, end: TurnEnd) -> dict[str, Any]:
         names: dict[str, str] = {}
         values: dict[str, Any] = {}
+        expression = "SET " + ", ".join(_turn_end_sets(end, names, values))
         return {
             "Update": {
                 "TableName": self.table,
                 "Key": codec.to_item(keys.turn_key(session_id, end.response_id)),
-                "UpdateExpression": "SET " + ", ".join(_turn_end_sets(end, names, values)),
+                "UpdateExpression": expression,
                 "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": values,
             }
@@ -311,6 +312,7 @@ class EventLog(TableBase):
             "unanswered": decision.unanswered,
             "input_tokens": decision.input_tokens,
             "output_tokens": decision.output_tokens,
+            "cost_micros": decision.cost_micros,
         }
         values = {
             ":u": codec.attr(decision.unanswered),
@@ -320,7 +322,7 @@ class EventLog(TableBase):
         adds = _token_adds(decision, values, ":t")
         names: dict[str, str] = {}
         sets = ["unanswered = :u", "await_iteration = :i", "last_decision = :d"]
-        if end is not None and end.response_id == decision.response_id:  # one update of the same row
+        if end is not None:  # the same model call's result ends the turn: one update of the row
             sets += _turn_end_sets(end, names, values)
         update: dict[str, Any] = {"ExpressionAttributeNames": names} if names else {}
         return {
@@ -463,12 +465,17 @@ class EventLog(TableBase):
 
 
 def _token_adds(decision: TurnDecision | None, values: dict[str, Any], prefix: str) -> str:
-    """`` ADD`` clause summing a model call's tokens into a row (atomic; the append's dedupe makes it once)."""
-    if decision is None or not (decision.input_tokens or decision.output_tokens):
+    """`` ADD`` clause summing a model call's tokens (and cost) into a row (atomic; the append's dedupe
+    makes it once)."""
+    if decision is None or not (decision.input_tokens or decision.output_tokens or decision.cost_micros):
         return ""
     values[prefix + "in"] = codec.attr(decision.input_tokens)
     values[prefix + "out"] = codec.attr(decision.output_tokens)
-    return f" ADD input_tokens {prefix}in, output_tokens {prefix}out"
+    adds = f" ADD input_tokens {prefix}in, output_tokens {prefix}out"
+    if decision.cost_micros:
+        values[prefix + "usd"] = codec.attr(decision.cost_micros)
+        adds += f", spend_micros {prefix}usd"
+    return adds
 
 
 def _same_turn(batch: Append) -> TurnEnd | None:

@@ -13,6 +13,32 @@ from skyloop.store import codec, keys
 from skyloop.store.dynamodb.base import TableBase, error_code
 from skyloop.store.records import TurnDecision
 
+# What a turn listing reads of each row (no tools, no task token)
+TURN_LISTING = (
+    "session_id",
+    "response_id",
+    "agent_id",
+    "created_at",
+    "input_tokens",
+    "output_tokens",
+    "spend_micros",
+    "status",
+    "completed_at",
+    "turn_error",
+    "await_iteration",
+    "unanswered",
+    "resumed_iteration",
+    "last_decision",
+)
+
+
+def _turn_from(attrs: dict[str, Any]) -> Turn:
+    attrs = dict(attrs)
+    decision = codec.loads(attrs.get("last_decision"))
+    attrs["decided_iteration"] = decision["iteration"] if decision else None
+    attrs["error"] = codec.loads(attrs.pop("turn_error", None))
+    return Turn.model_validate({k: v for k, v in attrs.items() if k in Turn.model_fields})
+
 
 class TurnRecords(TableBase):
     def get_turn(self, session_id: str, response_id: str) -> Turn:
@@ -20,10 +46,25 @@ class TurnRecords(TableBase):
         if attrs is None:
             raise NotFoundError(f"Turn not found: '{response_id}'")
         attrs["tools"] = codec.loads(self._text_in(attrs, "tools"), [])
-        decision = codec.loads(attrs.get("last_decision"))
-        attrs["decided_iteration"] = decision["iteration"] if decision else None
-        attrs["error"] = codec.loads(attrs.pop("turn_error", None))
-        return Turn.model_validate({k: v for k, v in attrs.items() if k in Turn.model_fields})
+        return _turn_from(attrs)
+
+    def list_turns(self, session_id: str) -> list[Turn]:
+        """Every turn of a session, oldest first (without their tools: a listing shows none)."""
+        rows = self._query_all(
+            {
+                "TableName": self.table,
+                "KeyConditionExpression": "pk = :p AND begins_with(sk, :t)",
+                "ExpressionAttributeValues": {
+                    ":p": codec.attr(keys.session_pk(session_id)),
+                    ":t": codec.attr(keys.TURN_PREFIX),
+                },
+                "ProjectionExpression": ", ".join(f"#a{i}" for i in range(len(TURN_LISTING))),
+                "ExpressionAttributeNames": {f"#a{i}": name for i, name in enumerate(TURN_LISTING)},
+                "ConsistentRead": True,
+            }
+        )
+        turns = [_turn_from(attrs) for attrs in rows]
+        return sorted(turns, key=lambda t: (t.created_at, t.response_id))
 
     def get_decision(self, session_id: str, response_id: str) -> TurnDecision | None:
         """The decision the turn's last landed model call recorded, if any."""
