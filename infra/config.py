@@ -127,6 +127,8 @@ class StackConfig:
     quota_running_turns: int | None = None
     quota_turns_per_minute: int | None = None
     quota_sessions: int | None = None
+    quota_scheduled_tasks: int | None = None
+    quota_scheduled_runs_per_hour: int | None = None
     outbound_allow: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -188,5 +190,11 @@ class StackConfig:
                 C.CTX_QUOTA_TURNS_PER_MINUTE, node.try_get_context(C.CTX_QUOTA_TURNS_PER_MINUTE)
             ),
             quota_sessions=_positive(C.CTX_QUOTA_SESSIONS, node.try_get_context(C.CTX_QUOTA_SESSIONS)),
+            quota_scheduled_tasks=_positive(
+                C.CTX_QUOTA_SCHEDULED_TASKS, node.try_get_context(C.CTX_QUOTA_SCHEDULED_TASKS)
+            ),
+            quota_scheduled_runs_per_hour=_positive(
+                C.CTX_QUOTA_SCHEDULED_RUNS_PER_HOUR, node.try_get_context(C.CTX_QUOTA_SCHEDULED_RUNS_PER_HOUR)
+            ),
             outbound_allow=parse_list(node.try_get_context(C.CTX_OUTBOUND_ALLOW)),
         )

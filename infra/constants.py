@@ -38,6 +38,8 @@ CTX_JWT_AUTHORIZER_ON_API = "jwtAuthorizerOnApi"  # "true": the HTTP API itself 
 CTX_QUOTA_RUNNING_TURNS = "quotaRunningTurns"
 CTX_QUOTA_TURNS_PER_MINUTE = "quotaTurnsPerMinute"
 CTX_QUOTA_SESSIONS = "quotaSessions"
+CTX_QUOTA_SCHEDULED_TASKS = "quotaScheduledTasks"
+CTX_QUOTA_SCHEDULED_RUNS_PER_HOUR = "quotaScheduledRunsPerHour"
 CTX_OUTBOUND_ALLOW = "outboundAllow"  # hosts / CIDRs outbound URLs may reach even when private
 
 # ---------------------------------------------------------------- Lambda Web Adapter
@@ -137,6 +139,12 @@ LIVE_STAGE_NAME = "live"  # wss://<api>.execute-api.<region>.amazonaws.com/live
 LIVE_THROTTLE_RATE_PER_S = 100  # client frames (auth, subscribe, ping) per second, across connections
 LIVE_THROTTLE_BURST = 200
 # The fan-out's event source mapping on the table stream: bounded retries, then the failure queue.
+# Scheduled tasks (infra/constructs/schedules.py): EventBridge Scheduler's retries of a run function
+# invocation that failed, for at most this long, then the dead-letter queue (kept 14 days).
+SCHEDULE_RETRIES = 3
+SCHEDULE_MAX_EVENT_AGE_S = 900
+SCHEDULE_DLQ_RETENTION_DAYS = 14
+
 FANOUT_BATCH_SIZE = 100
 FANOUT_RETRY_ATTEMPTS = 3
 FANOUT_MAX_RECORD_AGE_S = 600  # a live event older than this is no longer worth pushing (the log has it)

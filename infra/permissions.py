@@ -35,6 +35,11 @@ refuses to synthesize a function whose access nobody decided.
   - ``webhook_delivery``: the endpoint and the delivery (GetItem), an attempt recorded, the endpoint's
     failure state and its disabling (UpdateItem). The API manages endpoints with the actions it has.
 
+  - ``schedule_run`` (a scheduled task's occurrence came due): the task, its runs and the agent
+    (GetItem, Query), the task's next occurrence and the run record (PutItem, conditional on the
+    revision or status), the run's session and its first message (PutItem, and the append's
+    transaction: PutItem, UpdateItem, ConditionCheckItem), the per-hour and per-minute quota counters
+    (UpdateItem), and the owner index to count the owner's sessions and running turns. Never deletes.
   - ``reconcile_turns``: the sparse ``running_sessions`` index (Query), the session and its turn
     (GetItem), the wake-up claim and its release (UpdateItem), and the failure it records for a
     dead execution (a transaction: PutItem, UpdateItem, ConditionCheckItem). Never deletes.
@@ -76,6 +81,7 @@ from typing import Literal
 from skyloop.store.keys import INDEX_BY_AGENT_NAME, INDEX_BY_OWNER, INDEX_RUNNING
 
 TurnAction = Literal["start", "stop", "resume", "heartbeat", "describe"]
+SchedulerAction = Literal["scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule"]
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,7 @@ TABLE_ACCESS: dict[str, TableAccess] = {
     "run_tool": _TURN_STEP,
     # the turn steps' access, and the sparse index of running sessions it sweeps
     "reconcile_turns": TableAccess(actions=_TURN_STEP.actions, indexes=(INDEX_RUNNING,)),
+    "schedule_run": TableAccess(actions=_TURN_STEP.actions, indexes=(INDEX_BY_OWNER,)),
     "live": TableAccess(
         actions=(
             "dynamodb:GetItem",
@@ -130,6 +137,17 @@ TURN_ACCESS: dict[str, tuple[TurnAction, ...]] = {
     "api": ("start", "stop", "resume", "heartbeat"),
     "turn": ("resume",),  # parking resumes (or wakes) its own turn when every call was answered
     "reconcile_turns": ("describe", "resume"),
+    "schedule_run": ("start",),  # a run's turn
+}
+
+# ------------------------------------------------------------------------------- schedules
+# EventBridge Scheduler actions on the schedules of the stack's group only (schedule/<group>/*), and
+# iam:PassRole of the role schedules invoke the run function with (only to scheduler.amazonaws.com).
+# The API puts a task's schedule (an update, or a create when there is none) and deletes it; the run
+# function re-arms a one-time schedule the same way and deletes a schedule whose task is gone.
+SCHEDULER_ACCESS: dict[str, tuple[SchedulerAction, ...]] = {
+    "api": ("scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule"),
+    "schedule_run": ("scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule"),
 }
 
 # ------------------------------------------------------------------------------------ blobs
@@ -163,6 +181,7 @@ BLOB_ACCESS: dict[str, BlobAccess] = {
     "turn": _READ_WRITE,
     "run_tool": _READ_WRITE,
     "reconcile_turns": _READ,
+    "schedule_run": _READ_WRITE,  # a run's first message (a long prompt goes to the bucket), the agent's spec
     "live": _READ,  # a replay reads events whose payload lives in the bucket
     "push_fanout": _READ,  # as does a new event's
     # reads events stored in the bucket; a delivery body too large for its row goes under webhooks/

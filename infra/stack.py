@@ -18,6 +18,7 @@ from infra.constructs.lifecycle import LifecycleEvents
 from infra.constructs.live import LiveChannel
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.reconciler import Reconciler
+from infra.constructs.schedules import ScheduledTasks
 from infra.constructs.smoke_tool import SmokeTool
 from infra.constructs.stream import Stream
 from infra.constructs.table import SessionTable
@@ -56,6 +57,7 @@ class SkyloopStack(cdk.Stack):
         self.reconciler = Reconciler(
             self, "Reconciler", function=self.functions[scheduled.name], config=config
         )
+        self.schedules = ScheduledTasks(self, "Schedules", functions=self.functions.by_name)
         streaming = next(f for f in FUNCTIONS if f.streaming)
         self.sign_in = SignIn(self, "SignIn", config=config)
         for name in JWT_FUNCTIONS:
@@ -107,6 +109,7 @@ class SkyloopStack(cdk.Stack):
             config=config,
             live=self.live,
             lifecycle=self.lifecycle,
+            schedule_dead_letters=self.schedules.dead_letters,
         )
 
         cdk.CfnOutput(self, "EndpointUrl", value=self.edge.endpoint_url, description="The one HTTPS endpoint")
@@ -129,6 +132,18 @@ class SkyloopStack(cdk.Stack):
         cdk.CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard_name)
         cdk.CfnOutput(self, "BlobBucketName", value=self.blobs.bucket.bucket_name)
         cdk.CfnOutput(self, "SecretsPrefix", value=self.functions.secrets_prefix)
+        cdk.CfnOutput(
+            self,
+            "ScheduleGroupName",
+            value=self.schedules.group.ref,
+            description="EventBridge Scheduler group holding one schedule per scheduled task",
+        )
+        cdk.CfnOutput(
+            self,
+            "ScheduleDeadLetterQueueUrl",
+            value=self.schedules.dead_letters.queue_url,
+            description="Scheduled runs EventBridge Scheduler gave up invoking",
+        )
         cdk.CfnOutput(
             self,
             "SmokeToolArn",
@@ -254,6 +269,23 @@ class SkyloopStack(cdk.Stack):
             "so the client authenticates with its first frame: the live function checks the bearer "
             "token or JWT exactly as the REST API does, and answers every frame of an "
             "unauthenticated connection with an error; $connect alone grants nothing.",
+        )
+        group_id = self.get_logical_id(self.schedules.group)
+        for name in permissions.SCHEDULER_ACCESS:
+            _ack(
+                self.functions[name].role,  # type: ignore[arg-type]
+                "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:"
+                f"schedule/<{group_id}>/*]",
+                "One EventBridge Scheduler schedule per scheduled task, named by the task's id, made at run "
+                "time; the grant is the actions of infra/permissions.py SCHEDULER_ACCESS on this one "
+                "schedule group's schedules, nothing else.",
+            )
+        _ack(
+            self.schedules.dead_letters,
+            "AwsSolutions-SQS3",
+            "This queue is itself the dead-letter queue of the scheduled tasks' schedules (the "
+            "invocations EventBridge Scheduler gave up on, with an alarm); a queue behind it would have "
+            "nothing to catch.",
         )
         _ack(
             self.lifecycle.failures,

@@ -318,6 +318,7 @@ REF: dict[str, Builder] = {
     "AWS::CloudFront::OriginAccessControl": _fixed(CLOUDFRONT_ID),
     "AWS::Cognito::UserPool": _user_pool_id,
     "AWS::Cognito::UserPoolClient": _fixed(CLIENT_ID_MAX),
+    "AWS::Scheduler::ScheduleGroup": lambda wc, p: physical(p, "Name", 64, wc),
 }
 
 GET_ATT: dict[tuple[str, str], Builder] = {
@@ -346,6 +347,9 @@ GET_ATT: dict[tuple[str, str], Builder] = {
     ("AWS::Events::Rule", "Arn"): _rule_arn,
     ("AWS::Events::EventBus", "Arn"): lambda wc, p: arn("events", f"event-bus/{_event_bus(wc, p)}"),
     ("AWS::Events::EventBus", "Name"): _event_bus,
+    ("AWS::Scheduler::ScheduleGroup", "Arn"): lambda wc, p: arn(
+        "scheduler", f"schedule-group/{physical(p, 'Name', 64, wc)}"
+    ),
     ("AWS::CloudWatch::Alarm", "Arn"): lambda wc, p: arn(
         "cloudwatch", f"alarm:{physical(p, 'AlarmName', 255, wc)}"
     ),

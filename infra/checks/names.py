@@ -12,7 +12,8 @@ models; ``tests/infra/test_deploy_limits.py`` compares them):
 Lambda CreateFunction/PublishLayerVersion, IAM ``reference_iam-quotas.html``,
 CloudWatch Logs CreateLogGroup/PutQueryDefinition, Step Functions CreateStateMachine,
 DynamoDB ``ServiceQuotas.html#limits-naming-rules``, S3 ``bucketnamingrules.html``,
-CloudFront CreateFunction/CreateOriginAccessControl, EventBridge PutRule, SQS
+CloudFront CreateFunction/CreateOriginAccessControl, EventBridge PutRule, EventBridge Scheduler
+CreateScheduleGroup, SQS
 ``quotas-queues.html``, SNS CreateTopic, CloudWatch PutMetricAlarm/PutDashboard,
 API Gateway v2 CreateApi/CreateStage/CreateAuthorizer, Cognito CreateUserPool/CreateUserPoolClient.
 """
@@ -63,6 +64,7 @@ NAME_RULES: dict[str, tuple[NameRule, ...]] = {
     "AWS::CloudFront::Distribution": (),
     "AWS::Events::Rule": (NameRule("Name", 1, 64, r"[.\-_A-Za-z0-9]+"),),
     "AWS::Events::EventBus": (NameRule("Name", 1, 256, r"[/.\-_A-Za-z0-9]+"),),
+    "AWS::Scheduler::ScheduleGroup": (NameRule("Name", 1, 64, r"[0-9a-zA-Z\-_.]+"),),
     "AWS::SQS::Queue": (NameRule("QueueName", 1, 80, r"[A-Za-z0-9_-]+(\.fifo)?"),),
     "AWS::SNS::Topic": (NameRule("TopicName", 1, 256, r"[A-Za-z0-9_-]+(\.fifo)?"),),
     "AWS::CloudWatch::Alarm": (NameRule("AlarmName", 1, 255),),

@@ -234,8 +234,9 @@ class Functions(Construct):
         return self.by_name[name]
 
 
-# Per-principal quotas are checked where turns start and sessions are created: the API.
-QUOTA_FUNCTIONS = frozenset({"api"})
+# Per-principal quotas are checked where turns start and sessions are created: the API, and the run
+# function of scheduled tasks (each run opens a session and starts a turn for the task's owner).
+QUOTA_FUNCTIONS = frozenset({"api", "schedule_run"})
 
 
 def _optional_environment(name: str, config: StackConfig) -> dict[str, str]:
@@ -248,6 +249,8 @@ def _optional_environment(name: str, config: StackConfig) -> dict[str, str]:
             ("SKYLOOP_QUOTA_RUNNING_TURNS", config.quota_running_turns),
             ("SKYLOOP_QUOTA_TURNS_PER_MINUTE", config.quota_turns_per_minute),
             ("SKYLOOP_QUOTA_SESSIONS", config.quota_sessions),
+            ("SKYLOOP_QUOTA_SCHEDULED_TASKS", config.quota_scheduled_tasks),
+            ("SKYLOOP_QUOTA_SCHEDULED_RUNS_PER_HOUR", config.quota_scheduled_runs_per_hour),
         ):
             if value is not None:
                 env[key] = str(value)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from aws_cdk import aws_cloudfront as cloudfront
     from aws_cdk import aws_dynamodb as dynamodb
     from aws_cdk import aws_lambda as lambda_
+    from aws_cdk import aws_sqs as sqs
     from aws_cdk import aws_stepfunctions as sfn
 
     from infra.config import StackConfig
@@ -46,6 +47,7 @@ class Monitoring(Construct):
         config: StackConfig,
         live: LiveChannel | None = None,
         lifecycle: LifecycleEvents | None = None,
+        schedule_dead_letters: sqs.IQueue | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: list[cw.Alarm] = []
@@ -116,6 +118,16 @@ class Monitoring(Construct):
                 ),
                 1,
                 "Webhook deliveries exhausted their retries (GET /v1/webhooks/{id}/deliveries; redeliver)",
+            )
+        if schedule_dead_letters is not None:
+            self._alarm(
+                "ScheduledRunsGaveUp",
+                schedule_dead_letters.metric_approximate_number_of_messages_visible(
+                    period=PERIOD, statistic="Maximum"
+                ),
+                1,
+                "EventBridge Scheduler gave up invoking the scheduled tasks' run function (an occurrence "
+                "did not run: the message in the dead-letter queue names the task and the time)",
             )
         if config.alarm_topic_arn:
             topic = sns.Topic.from_topic_arn(self, "AlarmTopic", config.alarm_topic_arn)

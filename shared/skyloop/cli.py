@@ -9,6 +9,8 @@ Examples:
     skyloop chat --agent coder       # chat in the terminal; client-side tools run here
     skyloop sessions ls|show|rm      # add --json for the server's JSON
     skyloop agents ls|register FILE
+    skyloop schedules add --agent coder --rrule 'FREQ=DAILY;BYHOUR=9' --timezone Europe/Berlin "Summarize the night"
+    skyloop schedules ls|rm ID|run ID|runs ID
     skyloop smoke --endpoint URL [--token T]   # prove a running stack end to end (exit 0/1/2)
     skyloop webhooks add URL [--event agent.session.action_required]   # prints the signing secret once
     skyloop webhooks ls|rm ID|deliveries ID|test ID
@@ -173,7 +175,7 @@ def _smoke_command(args: argparse.Namespace) -> int:
 
 
 def _add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``chat``, ``sessions`` and ``agents``: the terminal client (skyloop.chat, imported only when used)."""
+    """``chat``, ``sessions``, ``agents`` and ``schedules``: the terminal client (skyloop.chat, imported when used)."""
     url = argparse.ArgumentParser(add_help=False)
     url.add_argument(
         "--url", help="the service (default: $SKYLOOP_URL, the config file's url, or http://127.0.0.1:8080)"
@@ -271,6 +273,34 @@ def _add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     tail.add_argument(
         "--timeout", type=float, default=0, metavar="S", help="stop after S seconds (default: never)"
     )
+    schedules = sub.add_parser("schedules", help="scheduled tasks: an agent runs a prompt on an RRULE")
+    actions = schedules.add_subparsers(dest="action", required=True)
+    add = actions.add_parser("add", parents=[url, as_json], help="add a scheduled task")
+    add.add_argument("prompt", help="what the agent is asked at each run")
+    add.add_argument(
+        "--agent", required=True, metavar="NAME_OR_ID", help="the agent (a name: its newest version)"
+    )
+    add.add_argument(
+        "--rrule", required=True, metavar="RULE", help="RFC 5545 rule, e.g. 'FREQ=DAILY;BYHOUR=9;BYMINUTE=0'"
+    )
+    add.add_argument("--timezone", default="UTC", metavar="ZONE", help="IANA zone the rule is read in (UTC)")
+    add.add_argument("--name", help="a name for the task (default: the prompt's start)")
+    add.add_argument("--max-cost-usd", type=float, metavar="USD", help="stop a run's turn at this cost")
+    add.add_argument("--model", metavar="MODEL", help="a model instead of the agent's")
+    add.add_argument("--starts-at", metavar="ISO8601", help="no run before this time (with an offset)")
+    add.add_argument(
+        "--overlap",
+        choices=["skip", "allow"],
+        default="skip",
+        help="a run while one still runs: skip (default)",
+    )
+    actions.add_parser("ls", parents=[url, as_json], help="list scheduled tasks")
+    for verb, what in (("rm", "delete a scheduled task"), ("run", "run a scheduled task now")):
+        one = actions.add_parser(verb, parents=[url, as_json], help=what)
+        one.add_argument("task_id", metavar="ID")
+    runs = actions.add_parser("runs", parents=[url, as_json], help="a scheduled task's runs, newest first")
+    runs.add_argument("task_id", metavar="ID")
+    runs.add_argument("--limit", type=int, default=20, metavar="N", help="at most N runs (default 20)")
 
 
 def _token_command(args: argparse.Namespace) -> int:
@@ -347,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
             count=args.count,
             timeout_s=args.timeout,
         )
-    elif args.command in ("chat", "sessions", "agents", "webhooks"):
+    elif args.command in ("chat", "sessions", "agents", "webhooks", "schedules"):
         from skyloop.chat import run as run_client_command
 
         return run_client_command(args)

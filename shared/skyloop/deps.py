@@ -13,6 +13,7 @@ from skyloop.settings import get_settings
 
 if TYPE_CHECKING:
     from skyloop.models.agent import Agent, AgentSpec
+    from skyloop.schedules.engine import EventBridgeSchedules
     from skyloop.secrets import SecretsManagerStore
     from skyloop.sessions import Runners
     from skyloop.store import DynamoStore
@@ -75,6 +76,29 @@ def engine() -> StepFunctionsEngine:
 
 
 @lru_cache(maxsize=1)
+def schedules(target_arn: str | None = None) -> EventBridgeSchedules | None:
+    """The port to EventBridge Scheduler (one schedule per task), or None where no group is configured.
+
+    ``target_arn`` is the run function's: the API has it in its environment,
+    the run function itself passes its own (its environment cannot name it).
+    """
+    settings = get_settings()
+    if not settings.schedule_group or not settings.schedule_role_arn:
+        return None
+    from skyloop.schedules.engine import EventBridgeSchedules
+
+    return EventBridgeSchedules(
+        client("scheduler"),
+        group=settings.schedule_group,
+        role_arn=settings.schedule_role_arn,
+        target_arn=target_arn or settings.schedule_target_arn,
+        dead_letter_arn=settings.schedule_dlq_arn,
+        retries=settings.schedule_retries,
+        max_event_age_s=settings.schedule_max_event_age_s,
+    )
+
+
+@lru_cache(maxsize=1)
 def runners() -> Runners:
     """This deployment's one runner: its turn state machine, online when one is configured."""
     from skyloop.sessions import Runners
@@ -90,5 +114,6 @@ def reset() -> None:
     live_records.cache_clear()
     secrets.cache_clear()
     engine.cache_clear()
+    schedules.cache_clear()
     runners.cache_clear()
     get_settings.cache_clear()

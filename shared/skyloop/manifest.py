@@ -122,6 +122,13 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
         description="Webhooks: one signed delivery attempt per queue message, retried on the schedule",
     ),
     FunctionSpec(
+        name="schedule_run",
+        import_budget=585,
+        memory_mb=256,
+        timeout_s=60,
+        description="Scheduled tasks: an occurrence came due (EventBridge Scheduler): arm the next, start the run",
+    ),
+    FunctionSpec(
         name="reconcile_turns",
         import_budget=585,
         memory_mb=256,

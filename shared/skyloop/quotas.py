@@ -37,6 +37,36 @@ def before_session(store: Store, settings: Settings, owner: str) -> None:
         )
 
 
+def before_scheduled_task(store: Store, settings: Settings, owner: str) -> None:
+    """Tasks a principal may hold (``SKYLOOP_QUOTA_SCHEDULED_TASKS``)."""
+    limit = settings.quota_scheduled_tasks
+    if limit is not None and store.count_scheduled_tasks(owner) >= limit:
+        raise QuotaExceededError(
+            f"principal '{owner}' holds {limit} scheduled tasks, its quota; delete some to add more",
+            retry_after_s=WINDOW_S,
+        )
+
+
+def before_scheduled_run(store: Store, settings: Settings, owner: str, *, now: float | None = None) -> None:
+    """Scheduled runs a principal may start per clock hour (``SKYLOOP_QUOTA_SCHEDULED_RUNS_PER_HOUR``).
+
+    Taken when a run opens its session, with one conditional ADD per run (as
+    turns per minute are), so simultaneous fires never start more than the
+    limit; a run over it is recorded as skipped (``quota_exceeded``), and a
+    run now is refused with 429.
+    """
+    limit = settings.quota_scheduled_runs_per_hour
+    if limit is None:
+        return
+    now = time.time() if now is None else now
+    hour = int(now // 3600)
+    if not store.take_quota_slot(owner, f"scheduled-runs:{hour}", limit, expires_at=(hour + 2) * 3600):
+        raise QuotaExceededError(
+            f"principal '{owner}' started {limit} scheduled runs this hour, its quota",
+            retry_after_s=int((hour + 1) * 3600 - now) + 1,
+        )
+
+
 def before_turn(store: Store, settings: Settings, owner: str, *, now: float | None = None) -> None:
     """Called just before a new turn is started for ``owner``; takes its per-minute slot."""
     now = time.time() if now is None else now

@@ -246,11 +246,16 @@ def create_session(
     model_override: str | None = None,
     items: Sequence[ConversationItem] = (),
     parent_session_id: str | None = None,
+    session_id: str | None = None,
 ) -> Session:
-    """A new idle session of the caller's; ``items`` are its history (an import's or a fork's)."""
+    """A new idle session of the caller's; ``items`` are its history (an import's or a fork's).
+
+    ``session_id``: an id of the caller's choosing (a scheduled run derives its session's from the
+    run, so a retried start opens the same one); a taken id is a ConflictError.
+    """
     now = int(time.time())
     session = Session(
-        id=new_id(),
+        id=session_id or new_id(),
         agent_id=agent.id,
         agent_name=agent.name,
         created_at=now,

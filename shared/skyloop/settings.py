@@ -38,6 +38,24 @@ class Settings(BaseModel):
     quota_running_turns: int | None = Field(default=None, ge=1, alias="SKYLOOP_QUOTA_RUNNING_TURNS")
     quota_turns_per_minute: int | None = Field(default=None, ge=1, alias="SKYLOOP_QUOTA_TURNS_PER_MINUTE")
     quota_sessions: int | None = Field(default=None, ge=1, alias="SKYLOOP_QUOTA_SESSIONS")
+    quota_scheduled_tasks: int | None = Field(default=None, ge=1, alias="SKYLOOP_QUOTA_SCHEDULED_TASKS")
+    quota_scheduled_runs_per_hour: int | None = Field(
+        default=None, ge=1, alias="SKYLOOP_QUOTA_SCHEDULED_RUNS_PER_HOUR"
+    )
+    # Scheduled tasks (skyloop.schedules): the EventBridge Scheduler schedule group holding one schedule per
+    # task, the role it invokes the run function with, that function, and the dead-letter queue of the
+    # invocations it gave up on. Unset group: no schedules are kept (a scheduler of its own fires the tasks).
+    schedule_group: str | None = Field(default=None, min_length=1, alias="SKYLOOP_SCHEDULE_GROUP")
+    schedule_role_arn: str | None = Field(default=None, min_length=1, alias="SKYLOOP_SCHEDULE_ROLE_ARN")
+    schedule_target_arn: str | None = Field(default=None, min_length=1, alias="SKYLOOP_SCHEDULE_TARGET_ARN")
+    schedule_dlq_arn: str | None = Field(default=None, min_length=1, alias="SKYLOOP_SCHEDULE_DLQ_ARN")
+    schedule_retries: int = Field(default=3, ge=0, le=185, alias="SKYLOOP_SCHEDULE_RETRIES")
+    schedule_max_event_age_s: int = Field(
+        default=900, ge=60, le=86400, alias="SKYLOOP_SCHEDULE_MAX_EVENT_AGE_S"
+    )
+    # the missed-run policy (skyloop.schedules.runs.catch_up): an occurrence found passed by at most this
+    # long still runs; older ones are recorded as missed
+    schedule_missed_grace_s: int = Field(default=900, ge=0, alias="SKYLOOP_SCHEDULE_MISSED_GRACE_S")
     # Session files (/v1/sessions/{id}/resources/files): per file (a request body is at most 6 MiB), and per
     # session a count and a total; over any, 413 with a code naming it.
     file_max_bytes: int = Field(

@@ -40,6 +40,7 @@ class Tenants:
     issuer: TestIssuer
     file_id: str = ""
     webhook_id: str = ""
+    task_id: str = ""
 
     def client(self, who: str) -> httpx.Client:
         return httpx.Client(
@@ -120,6 +121,17 @@ def tenants(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tenants]:
             hook = alice.post("/v1/webhooks", json={"url": "http://127.0.0.1:9/alice"})
             assert hook.status_code == 201, hook.text
             t.webhook_id = hook.json()["id"]
+            task = alice.post(
+                "/v1/scheduled-tasks",
+                json={
+                    "name": "alice's",
+                    "prompt": "p",
+                    "rrule": "FREQ=DAILY;BYHOUR=9",
+                    "agent_id": t.agent_id,
+                },
+            )
+            assert task.status_code == 200, task.text
+            t.task_id = task.json()["id"]
         yield t
     finally:
         _stop(proc)
@@ -137,6 +149,8 @@ def alice_state(t: Tenants) -> dict[str, Any]:
         files = alice.get(f"/v1/sessions/{t.session_id}/resources/files").json()["data"]
         content = alice.get(f"/v1/sessions/{t.session_id}/resources/files/{t.file_id}/content").content
         webhooks = alice.get("/v1/webhooks").json()["data"]
+        tasks = alice.get("/v1/scheduled-tasks").json()["scheduled_tasks"]
+        runs = alice.get(f"/v1/scheduled-tasks/{t.task_id}/runs").json()["runs"]
     keep = ("status", "title", "labels", "archived", "last_seq", "runner_id", "agent_id", "usage")
     return {
         "session": {k: snapshot.get(k) for k in keep},
@@ -147,6 +161,8 @@ def alice_state(t: Tenants) -> dict[str, Any]:
         "files": files,
         "content": content,
         "webhooks": webhooks,
+        "tasks": [{k: task[k] for k in ("id", "name", "state", "rrule", "next_run_at")} for task in tasks],
+        "runs": runs,
     }
 
 
@@ -169,6 +185,12 @@ CROSS_CASES: dict[tuple[str, str], dict[str, Any] | None] = {
     ("GET", "/v1/sessions/{session_id}/resources/files/{file_id}"): None,
     ("GET", "/v1/sessions/{session_id}/resources/files/{file_id}/content"): None,
     ("DELETE", "/v1/sessions/{session_id}/resources/files/{file_id}"): None,
+    ("GET", "/v1/scheduled-tasks/{task_id}"): None,
+    ("PATCH", "/v1/scheduled-tasks/{task_id}"): {"name": "bob's now", "state": "paused"},
+    ("DELETE", "/v1/scheduled-tasks/{task_id}"): None,
+    ("POST", "/v1/scheduled-tasks/{task_id}/run"): {},
+    ("GET", "/v1/scheduled-tasks/{task_id}/runs"): None,
+    ("GET", "/v1/scheduled-tasks/{task_id}/occurrences"): None,
     # OpenAI's Agents API (docs/openai.md): the same agents and sessions, the same owners
     ("GET", "/openai/v1/agents/{agent_id}"): None,
     ("POST", "/openai/v1/agents/{agent_id}"): {"instructions": "bob's now"},
@@ -208,6 +230,8 @@ NO_ID_ROUTES = {
     ("POST", "/v1/agents"),
     ("GET", "/v1/sessions"),
     ("POST", "/v1/sessions"),
+    ("GET", "/v1/scheduled-tasks"),
+    ("POST", "/v1/scheduled-tasks"),
     ("GET", "/openai/v1/agents"),
     ("POST", "/openai/v1/agents"),
     ("GET", "/openai/v1/agents/sessions"),
@@ -229,6 +253,7 @@ def test_every_route_with_another_principals_id_is_not_found(tenants: Tenants) -
         "agent_id": tenants.agent_id,
         "session_id": tenants.session_id,
         "file_id": tenants.file_id,
+        "task_id": tenants.task_id,
         "turn_id": turn,
         "webhook_id": tenants.webhook_id,
         "delivery_id": "evt_" + UNKNOWN,
@@ -243,6 +268,7 @@ def test_every_route_with_another_principals_id_is_not_found(tenants: Tenants) -
                 turn_id=turn,
                 webhook_id=UNKNOWN,
                 delivery_id=UNKNOWN,
+                task_id=UNKNOWN,
             )
             sent: dict[str, Any] = {"files": body} if body is FILE_UPLOAD else {"json": body}
             # When bob names alice's id
@@ -258,8 +284,20 @@ def test_every_route_with_another_principals_id_is_not_found(tenants: Tenants) -
                 .replace(tenants.session_id, UNKNOWN)
                 .replace(tenants.file_id, UNKNOWN)
                 .replace(tenants.webhook_id, UNKNOWN)
+                .replace(tenants.task_id, UNKNOWN)
                 == mine.json()["error"]["message"]
             )
+        # And a task of alice's agent cannot be scheduled: the agent is as unknown as one that does not exist
+        task = {"name": "n", "prompt": "p", "rrule": "FREQ=DAILY"}
+        theirs = bob.post("/v1/scheduled-tasks", json={**task, "agent_id": tenants.agent_id})
+        mine = bob.post("/v1/scheduled-tasks", json={**task, "agent_id": UNKNOWN})
+        assert (theirs.status_code, theirs.json()["error"]["param"]) == (400, "agent_id")
+        assert (
+            theirs.json()["error"]["message"].replace(tenants.agent_id, UNKNOWN)
+            == mine.json()["error"]["message"]
+        )
+        assert bob.get("/v1/scheduled-tasks").json()["scheduled_tasks"] == []
+        assert bob.get("/v1/scheduled-tasks", params={"owner": "alice"}).status_code == 403
         # And the stream too, with or without a cursor
         for headers in ({}, {"Last-Event-ID": "1"}):
             stream = bob.get(f"/v1/sessions/{tenants.session_id}/stream", headers=headers)
@@ -318,6 +356,9 @@ def test_read_only_token_reads_but_writes_nothing(tenants: Tenants) -> None:
             ("DELETE", f"/v1/sessions/{tenants.session_id}/resources/files/{tenants.file_id}", None),
             ("POST", "/v1/webhooks", {"url": "http://127.0.0.1:9/x"}),
             ("PATCH", f"/v1/webhooks/{tenants.webhook_id}", {"enabled": False}),
+            ("PATCH", f"/v1/scheduled-tasks/{tenants.task_id}", {"state": "paused"}),
+            ("POST", f"/v1/scheduled-tasks/{tenants.task_id}/run", None),
+            ("DELETE", f"/v1/scheduled-tasks/{tenants.task_id}", None),
         ):
             resp = reader.request(method, path, json=body)
             # Then it is 403 forbidden
@@ -335,6 +376,9 @@ def test_admin_sees_every_principals_resources(tenants: Tenants) -> None:
         assert admin.get(f"/v1/webhooks/{tenants.webhook_id}").status_code == 200
         hooks = admin.get("/v1/webhooks", params={"owner": "alice"}).json()["data"]
         assert tenants.webhook_id in [h["id"] for h in hooks]
+        assert admin.get(f"/v1/scheduled-tasks/{tenants.task_id}").status_code == 200
+        tasks = admin.get("/v1/scheduled-tasks", params={"owner": "alice"}).json()["scheduled_tasks"]
+        assert [t["id"] for t in tasks] == [tenants.task_id]
         with admin.stream("GET", f"/v1/sessions/{tenants.session_id}/stream?after=0") as stream:
             assert stream.status_code == 200
 

@@ -300,6 +300,11 @@ class Artifacts:
             "SKYLOOP_LIVE_ENDPOINT": "https://live.execute-api.us-east-1.amazonaws.com/live",
             # webhook deliveries (no endpoint is registered in this turn: nothing is sent)
             "SKYLOOP_WEBHOOK_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/deliveries.fifo",
+            # scheduled tasks' schedules (this turn arms none)
+            "SKYLOOP_SCHEDULE_GROUP": "skyloop-artifact",
+            "SKYLOOP_SCHEDULE_ROLE_ARN": "arn:aws:iam::123456789012:role/skyloop-artifact-scheduler",
+            "SKYLOOP_SCHEDULE_DLQ_ARN": "arn:aws:sqs:us-east-1:123456789012:skyloop-artifact-dlq",
+            "SKYLOOP_SCHEDULE_TARGET_ARN": "arn:aws:lambda:us-east-1:123456789012:function:schedule_run",
         }
         env: dict[str, str] = {}
         for key, value in variables.items():

@@ -51,6 +51,15 @@ ACKNOWLEDGED = {
     ("/Skyloop/Live/FanoutFailures", "AwsSolutions-SQS3"),
     ("/Skyloop/Lifecycle/PublisherFailures", "AwsSolutions-SQS3"),
     ("/Skyloop/Lifecycle/DeadDeliveries", "AwsSolutions-SQS3"),
+    ("/Skyloop/Schedules/DeadLetters", "AwsSolutions-SQS3"),
+    *(
+        (
+            f"/Skyloop/Functions/{role}",
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:"
+            "schedule/<SchedulesGroupC7F67308>/*]",
+        )
+        for role in ("ApiRole", "ScheduleRunRole")
+    ),
     ("/Skyloop/Blobs/Bucket", "AwsSolutions-S1"),
     ("/Skyloop/SmokeTool/Echo", "AwsSolutions-L1"),
     ("/Skyloop/Turns/StateMachine", "AwsSolutions-IAM5[Resource::*]"),

@@ -57,6 +57,8 @@ def prod_template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 "quotaRunningTurns": "2",
                 "quotaTurnsPerMinute": "30",
                 "quotaSessions": "100",
+                "quotaScheduledTasks": "5",
+                "quotaScheduledRunsPerHour": "60",
                 "outboundAllow": "10.0.0.0/8, models.internal",
                 "streamConcurrency": "200",
             },
@@ -430,11 +432,13 @@ def test_quotas_reach_the_api_and_outbound_allow_every_function(prod_template: d
         env = function(prod_template, spec.name)[1]["Properties"]["Environment"]["Variables"]
         assert env["SKYLOOP_OUTBOUND_ALLOW"] == "10.0.0.0/8,models.internal"
         quotas = {k: v for k, v in env.items() if k.startswith("SKYLOOP_QUOTA_")}
-        if spec.name == "api":  # where quotas.before_turn / before_session run
+        if spec.name in ("api", "schedule_run"):  # where quotas.before_turn / before_session run
             assert quotas == {
                 "SKYLOOP_QUOTA_RUNNING_TURNS": "2",
                 "SKYLOOP_QUOTA_TURNS_PER_MINUTE": "30",
                 "SKYLOOP_QUOTA_SESSIONS": "100",
+                "SKYLOOP_QUOTA_SCHEDULED_TASKS": "5",
+                "SKYLOOP_QUOTA_SCHEDULED_RUNS_PER_HOUR": "60",
             }
         else:
             assert quotas == {}, spec.name

@@ -84,6 +84,7 @@ API_NAME_SHAPES = {
     ("AWS::StepFunctions::StateMachine", "StateMachineName"): ("stepfunctions", "CreateStateMachine", "name"),
     ("AWS::CloudFront::Function", "Name"): ("cloudfront", "CreateFunction", "Name"),
     ("AWS::Events::Rule", "Name"): ("events", "PutRule", "Name"),
+    ("AWS::Scheduler::ScheduleGroup", "Name"): ("scheduler", "CreateScheduleGroup", "Name"),
     ("AWS::CloudWatch::Alarm", "AlarmName"): ("cloudwatch", "PutMetricAlarm", "AlarmName"),
     ("AWS::Cognito::UserPool", "UserPoolName"): ("cognito-idp", "CreateUserPool", "PoolName"),
     ("AWS::Cognito::UserPoolClient", "ClientName"): ("cognito-idp", "CreateUserPoolClient", "ClientName"),

@@ -199,10 +199,10 @@ def test_alarms_on_a_lagging_fanout_and_on_batches_it_gave_up_on(template_json: 
     assert lag["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": fanout_id}}]
     assert lag["Statistic"] == "Maximum"
     assert lag["Threshold"] == C.FANOUT_ITERATOR_AGE_MS
+    on_queue = [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]
     (gave_up,) = [
         a
         for a in alarms
-        if a["MetricName"] == "ApproximateNumberOfMessagesVisible"
-        and a["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]
+        if a["MetricName"] == "ApproximateNumberOfMessagesVisible" and a["Dimensions"] == on_queue
     ]
     assert gave_up["Threshold"] == 1

@@ -169,6 +169,7 @@ EXPECTED_BLOB_ACTIONS = {
     **{name: BLOB_READ_WRITE for name in STEP_NAMES},
     "live": BLOB_READ,  # a replayed event's payload may live in the bucket
     "push_fanout": BLOB_READ,  # and a new one's
+    "schedule_run": BLOB_READ_WRITE,  # a run's first message, a long prompt in the bucket
     "lifecycle_events": BLOB_READ_WRITE,  # reads events, puts a large delivery body
     "webhook_delivery": BLOB_READ,  # reads that body back
 }
@@ -477,6 +478,8 @@ EXPECTED_TABLE_ACTIONS = {
     "lifecycle_events": READS | {"dynamodb:PutItem"},
     # the endpoint and the delivery, an attempt and the endpoint's state recorded
     "webhook_delivery": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+    # a scheduled run: the task and its run (conditional puts), the run's session and turn (an append)
+    "schedule_run": STEP_ACTIONS,
 }
 # The fan-out's event source mapping reads the table's stream (tests/infra/test_live_stack.py checks them).
 STREAM_READS = {
@@ -489,6 +492,7 @@ EXPECTED_INDEXES = {
     "api": {"by_owner", "by_agent_name"},
     RECONCILER.name: {"running_sessions"},
     "lifecycle_events": {"by_owner"},  # routing: the endpoints of a session's owner
+    "schedule_run": {"by_owner"},  # the owner's sessions and running turns, for their quotas
 }
 
 

@@ -316,6 +316,10 @@ UNSET_ENV = (
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",
     "SKYLOOP_STATE_MACHINE_ARN",
+    "SKYLOOP_SCHEDULE_GROUP",
+    "SKYLOOP_SCHEDULE_ROLE_ARN",
+    "SKYLOOP_SCHEDULE_TARGET_ARN",
+    "SKYLOOP_SCHEDULE_DLQ_ARN",
     "SKYLOOP_REQUIRE_TOKEN",
 )
 
@@ -339,8 +343,8 @@ def aws(request: pytest.FixtureRequest, mock_llm: MockLLM) -> Iterator[Stack]:
                 resources = bootstrap(
                     deps.client, table_name=table, environment={"SKYLOOP_TABLE_NAME": table}
                 )
-                mp.setenv("SKYLOOP_STATE_MACHINE_ARN", resources.state_machine_arn)
-                mp.setenv("SKYLOOP_BLOB_BUCKET", resources.blob_bucket)
+                for key, value in resources.environment().items():
+                    mp.setenv(key, value)
                 _reset_caches()
                 yield Stack(resources=resources, table_name=table, mock_llm=mock_llm)
             finally:

@@ -333,11 +333,18 @@ def _webhooks_action(client: Client, args: argparse.Namespace) -> tuple[Any, str
     return tested.json(), f"test {verdict}: {result.status_code or result.error} in {result.latency_ms} ms"
 
 
+def _schedules(args: argparse.Namespace) -> int:
+    from skyloop.chat._schedules import schedules_command
+
+    return schedules_command(args)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "chat": chat_command,
     "sessions": sessions_command,
     "agents": agents_command,
     "webhooks": webhooks_command,
+    "schedules": _schedules,
 }
 
 

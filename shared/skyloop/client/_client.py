@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         Agent,
         AgentPage,
         CreatedSession,
+        DeletedScheduledTask,
         DeletedSession,
         DeletedWebhookEndpoint,
         EventAccepted,
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
         ItemPage,
         Runner,
         RunnerStatus,
+        RunTriggered,
+        ScheduledRunPage,
+        ScheduledTask,
         SessionPage,
         SessionSnapshot,
         SessionSummary,
@@ -372,6 +376,47 @@ class Client:
     def test_webhook(self, webhook_id: str) -> WebhookTestResult:
         """Post a signed ``skyloop.webhook.test`` event now and report the endpoint's answer."""
         return self._transport.send(api.test_webhook(webhook_id))
+
+    # ------------------------------------------------------------ scheduled tasks
+    def create_scheduled_task(
+        self, *, name: str, prompt: str, rrule: str, agent_id: str, timezone: str = "UTC", **fields: Any
+    ) -> ScheduledTask:
+        """A task that runs ``prompt`` on the agent at the RRULE's occurrences in ``timezone``.
+
+        ``fields``: ``model_override``, ``reasoning_effort``, ``max_cost_usd``, ``starts_at`` (ISO 8601),
+        ``overlap`` (``skip`` | ``allow``), ``workspace``.
+        """
+        return self._transport.send(
+            api.create_scheduled_task(
+                name=name, prompt=prompt, rrule=rrule, agent_id=agent_id, timezone=timezone, **fields
+            )
+        )
+
+    def list_scheduled_tasks(self) -> list[ScheduledTask]:
+        """The caller's scheduled tasks, newest first."""
+        return self._transport.send(api.list_scheduled_tasks())
+
+    def get_scheduled_task(self, task_id: str) -> ScheduledTask:
+        """One task, with its next occurrence and its newest run's status."""
+        return self._transport.send(api.get_scheduled_task(task_id))
+
+    def update_scheduled_task(self, task_id: str, **changes: Any) -> ScheduledTask:
+        """Change the fields given (``state="paused"`` pauses, ``"active"`` resumes; ``None`` clears one)."""
+        return self._transport.send(api.update_scheduled_task(task_id, **changes))
+
+    def delete_scheduled_task(self, task_id: str) -> DeletedScheduledTask:
+        """Delete the task and its schedule (the sessions its runs opened stay)."""
+        return self._transport.send(api.delete_scheduled_task(task_id))
+
+    def run_scheduled_task(self, task_id: str) -> RunTriggered:
+        """Run the task now (a paused one too); a ``ConflictError`` while one of its runs is running."""
+        return self._transport.send(api.run_scheduled_task(task_id))
+
+    def list_scheduled_runs(
+        self, task_id: str, *, limit: int | None = None, after: str | None = None
+    ) -> ScheduledRunPage:
+        """One page of the task's runs, newest first (``after``: the previous page's ``next_cursor``)."""
+        return self._transport.send(api.list_scheduled_runs(task_id, limit=limit, after=after))
 
     def stream(self, session_id: str, *, after: int | None = None) -> EventStream:
         """Typed events of the session; reconnects transparently and never repeats an event.

@@ -212,6 +212,69 @@ class Page(_Model, Generic[T]):
     has_more: bool = False
 
 
+class ScheduledTask(_Model):
+    """A scheduled task (``/v1/scheduled-tasks``): ``next_run_at`` is ISO 8601 in its time zone, None while paused."""
+
+    id: str
+    name: str
+    prompt: str
+    rrule: str
+    agent_id: str
+    timezone: str = "UTC"
+    state: str = "active"
+    next_run_at: str | None = None
+    last_run_at: int | None = None
+    last_run_status: str | None = None
+    last_run_conversation_id: str | None = None
+    model_override: str | None = None
+    reasoning_effort: str | None = None
+    max_cost_usd: float | None = None
+    starts_at: str | None = None
+    overlap: str | None = None
+    created_at: int | None = None
+    updated_at: int | None = None
+
+
+class ScheduledRun(_Model):
+    """One run of a task: its session (``conversation_id``), status, cost."""
+
+    id: str
+    scheduled_task_id: str
+    status: str
+    scheduled_at: int
+    fired_at: int | None = None
+    finished_at: int | None = None
+    conversation_id: str | None = None
+    error_code: str | None = None
+    error: str | None = None
+    trigger: str | None = None
+    response_id: str | None = None
+    usage: TokenUsage | None = None
+    cost_usd: float | None = None
+
+
+class ScheduledRunPage(_Model):
+    """A page of runs, newest first; pass ``next_cursor`` as ``after`` for the next (None: the last page)."""
+
+    runs: list[ScheduledRun] = Field(default_factory=list)
+    next_cursor: str | None = None
+
+
+class RunTriggered(_Model):
+    """The 202 answer to a run now: the task, and the run it started."""
+
+    triggered: bool = True
+    id: str
+    run_id: str | None = None
+    status: str | None = None
+    conversation_id: str | None = None
+
+
+class DeletedScheduledTask(_Model):
+    id: str
+    deleted: bool = True
+
+
 SessionPage = Page[SessionSummary]
 ItemPage = Page[Item]
 AgentPage = Page[Agent]

@@ -81,6 +81,13 @@ class RawResponses:
         self.list_webhook_deliveries = _sync(transport, api.list_webhook_deliveries)
         self.redeliver_webhook = _sync(transport, api.redeliver_webhook)
         self.test_webhook = _sync(transport, api.test_webhook)
+        self.create_scheduled_task = _sync(transport, api.create_scheduled_task)
+        self.list_scheduled_tasks = _sync(transport, api.list_scheduled_tasks)
+        self.get_scheduled_task = _sync(transport, api.get_scheduled_task)
+        self.update_scheduled_task = _sync(transport, api.update_scheduled_task)
+        self.delete_scheduled_task = _sync(transport, api.delete_scheduled_task)
+        self.run_scheduled_task = _sync(transport, api.run_scheduled_task)
+        self.list_scheduled_runs = _sync(transport, api.list_scheduled_runs)
 
 
 class AsyncRawResponses:
@@ -115,3 +122,10 @@ class AsyncRawResponses:
         self.list_webhook_deliveries = _async(transport, api.list_webhook_deliveries)
         self.redeliver_webhook = _async(transport, api.redeliver_webhook)
         self.test_webhook = _async(transport, api.test_webhook)
+        self.create_scheduled_task = _async(transport, api.create_scheduled_task)
+        self.list_scheduled_tasks = _async(transport, api.list_scheduled_tasks)
+        self.get_scheduled_task = _async(transport, api.get_scheduled_task)
+        self.update_scheduled_task = _async(transport, api.update_scheduled_task)
+        self.delete_scheduled_task = _async(transport, api.delete_scheduled_task)
+        self.run_scheduled_task = _async(transport, api.run_scheduled_task)
+        self.list_scheduled_runs = _async(transport, api.list_scheduled_runs)

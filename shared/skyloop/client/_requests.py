@@ -25,6 +25,7 @@ from skyloop.client._models import (
     Agent,
     AgentPage,
     CreatedSession,
+    DeletedScheduledTask,
     DeletedSession,
     DeletedWebhookEndpoint,
     EventAccepted,
@@ -33,6 +34,9 @@ from skyloop.client._models import (
     Page,
     Runner,
     RunnerStatus,
+    RunTriggered,
+    ScheduledRunPage,
+    ScheduledTask,
     SessionPage,
     SessionSnapshot,
     WebhookDeliveryPage,
@@ -480,3 +484,64 @@ def _tar(files: dict[str, bytes]) -> bytes:
             info.mode = 0o644
             tar.addfile(info, io.BytesIO(payload))
     return buffer.getvalue()
+
+
+# ------------------------------------------------------------------- scheduled tasks
+def _tasks(body: Any) -> list[ScheduledTask]:
+    data = body.get("scheduled_tasks") if isinstance(body, dict) else None
+    if not isinstance(data, list):
+        raise ValueError("expected {'scheduled_tasks': [...]}")
+    return [ScheduledTask.model_validate(t) for t in data]
+
+
+def create_scheduled_task(
+    *, name: str, prompt: str, rrule: str, agent_id: str, timezone: str = "UTC", **fields: Any
+) -> ApiCall[ScheduledTask]:
+    """A task that runs ``prompt`` on ``agent_id`` at the RRULE's occurrences in ``timezone``.
+
+    ``fields``: ``model_override``, ``reasoning_effort``, ``max_cost_usd``, ``starts_at`` (ISO 8601),
+    ``overlap`` (``skip`` | ``allow``), ``workspace``.
+    """
+    body = {
+        "name": name,
+        "prompt": prompt,
+        "rrule": rrule,
+        "agent_id": agent_id,
+        "timezone": timezone,
+        **fields,
+    }
+    return ApiCall("POST", "/v1/scheduled-tasks", ScheduledTask.model_validate, json=body)
+
+
+def list_scheduled_tasks() -> ApiCall[list[ScheduledTask]]:
+    return ApiCall("GET", "/v1/scheduled-tasks", _tasks)
+
+
+def get_scheduled_task(task_id: str) -> ApiCall[ScheduledTask]:
+    return ApiCall("GET", f"/v1/scheduled-tasks/{_seg(task_id)}", ScheduledTask.model_validate)
+
+
+def update_scheduled_task(task_id: str, **changes: Any) -> ApiCall[ScheduledTask]:
+    """Change the fields given (``state="paused"`` pauses, ``"active"`` resumes; ``None`` clears an optional one)."""
+    return ApiCall(
+        "PATCH", f"/v1/scheduled-tasks/{_seg(task_id)}", ScheduledTask.model_validate, json=changes
+    )
+
+
+def delete_scheduled_task(task_id: str) -> ApiCall[DeletedScheduledTask]:
+    return ApiCall("DELETE", f"/v1/scheduled-tasks/{_seg(task_id)}", DeletedScheduledTask.model_validate)
+
+
+def run_scheduled_task(task_id: str) -> ApiCall[RunTriggered]:
+    return ApiCall("POST", f"/v1/scheduled-tasks/{_seg(task_id)}/run", RunTriggered.model_validate)
+
+
+def list_scheduled_runs(
+    task_id: str, *, limit: int | None = None, after: str | None = None
+) -> ApiCall[ScheduledRunPage]:
+    return ApiCall(
+        "GET",
+        f"/v1/scheduled-tasks/{_seg(task_id)}/runs",
+        ScheduledRunPage.model_validate,
+        params={"limit": limit, "after": after},
+    )

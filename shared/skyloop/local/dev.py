@@ -290,8 +290,7 @@ def start(  # noqa: C901  (the start-up sequence, one step after another)
         lambda_tools=sorted(local_tools.all_tools()),
         event_bus=EVENT_BUS,
     )
-    os.environ["SKYLOOP_STATE_MACHINE_ARN"] = resources.state_machine_arn
-    os.environ["SKYLOOP_BLOB_BUCKET"] = resources.blob_bucket
+    os.environ.update(resources.environment())
     os.environ["SKYLOOP_API_FUNCTION"] = resources.function_arns["api"]  # the OpenAI paths' way to the API
     url = f"http://{host}:{port}"
     # OpenAI's Agents API: a bare model name runs as the example agent does (skyloop.openai_compat.agents)
@@ -316,6 +315,9 @@ def start(  # noqa: C901  (the start-up sequence, one step after another)
         )
     _start_sweeper(float(os.environ.get("SKYLOOP_SWEEP_INTERVAL_S", "60")))
     _start_reconciler(float(os.environ.get("SKYLOOP_RECONCILE_INTERVAL_S", "60")))
+    _start_scheduler(
+        resources.function_arns["schedule_run"], float(os.environ.get("SKYLOOP_SCHEDULER_TICK_S", "5"))
+    )
     mock_app = mockllm.create_app()
     agent_id, answering = _register_example(url, mock_app) if example_agent else (None, "")
     app = create_gateway(lambda_hook.direct_invoker(resources.function_arns["api"]), mock_app=mock_app)
@@ -403,6 +405,20 @@ def _start_reconciler(interval_s: float) -> None:
                 logging.getLogger("skyloop.local").exception("reconcile pass failed")
 
     threading.Thread(target=run, name="skyloop-reconciler", daemon=True).start()
+
+
+def _start_scheduler(function_arn: str, tick_s: float) -> None:
+    """EventBridge Scheduler's part, in-process: due tasks invoke the same run function (skyloop.schedules.local)."""
+    from skyloop import deps
+    from skyloop.schedules.local import LocalScheduler, lambda_invoker
+
+    scheduler = LocalScheduler(
+        deps.store,
+        deps.schedules,
+        lambda_invoker(deps.client("lambda"), function_arn),
+        grace_s=deps.get_settings().schedule_missed_grace_s,
+    )
+    scheduler.start(tick_s)
 
 
 def _register_example(url: str, mock_app: Any) -> tuple[str, str]:

@@ -13,6 +13,7 @@ from skyloop.local.lambda_hook import FUNCTION_PREFIX
 from skyloop.store.schema import create_table_kwargs
 
 STATE_MACHINE_NAME = "skyloop-turn"
+SCHEDULE_GROUP = "skyloop-local"  # scheduled tasks' schedules (EventBridge Scheduler on moto)
 _EMPTY_ZIP = b"PK\x05\x06" + b"\x00" * 18  # moto stores code but the hook runs the handler files
 
 
@@ -21,6 +22,20 @@ class LocalResources(BaseModel):
     blob_bucket: str
     state_machine_arn: str
     function_arns: dict[str, str]
+    schedule_group: str = SCHEDULE_GROUP
+    schedule_role_arn: str = ""
+    schedule_dlq_arn: str = ""
+
+    def environment(self) -> dict[str, str]:
+        """What the stack's functions read to reach these resources (as the CDK stack sets them)."""
+        return {
+            "SKYLOOP_STATE_MACHINE_ARN": self.state_machine_arn,
+            "SKYLOOP_BLOB_BUCKET": self.blob_bucket,
+            "SKYLOOP_SCHEDULE_GROUP": self.schedule_group,
+            "SKYLOOP_SCHEDULE_ROLE_ARN": self.schedule_role_arn,
+            "SKYLOOP_SCHEDULE_TARGET_ARN": self.function_arns.get("schedule_run", ""),
+            "SKYLOOP_SCHEDULE_DLQ_ARN": self.schedule_dlq_arn,
+        }
 
 
 class SchemaError(Exception):
@@ -79,7 +94,13 @@ def bootstrap(
                 "Statement": [
                     {
                         "Effect": "Allow",
-                        "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
+                        "Principal": {
+                            "Service": [
+                                "lambda.amazonaws.com",
+                                "states.amazonaws.com",
+                                "scheduler.amazonaws.com",
+                            ]
+                        },
                         "Action": "sts:AssumeRole",
                     }
                 ],
@@ -126,6 +147,16 @@ def bootstrap(
         roleArn=role,
         type="STANDARD",
     )["stateMachineArn"]
+    clients("scheduler").create_schedule_group(Name=SCHEDULE_GROUP)
+    dlq = clients("sqs").create_queue(QueueName=f"{table_name}-schedule-dlq")["QueueUrl"]
+    dlq_arn = clients("sqs").get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
     return LocalResources(
-        table_name=table_name, blob_bucket=blob_bucket, state_machine_arn=machine, function_arns=arns
+        table_name=table_name,
+        blob_bucket=blob_bucket,
+        state_machine_arn=machine,
+        function_arns=arns,
+        schedule_role_arn=role,
+        schedule_dlq_arn=dlq_arn,
     )

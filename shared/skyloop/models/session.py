@@ -153,6 +153,8 @@ class Turn(BaseModel):
     status: str | None = None
     completed_at: int | None = None
     error: dict[str, Any] | None = None
+    # a cost cap (a scheduled task's max_cost_usd): the turn stops once its model calls cost this much
+    max_cost_usd: float | None = None
 
     def usage(self) -> dict[str, int]:
         """Responses-shaped usage of the whole turn."""

@@ -28,12 +28,23 @@ def loads(text: str | None, default: Any = None) -> Any:
 
 def attr(value: Any) -> dict[str, Any]:
     """One attribute value (``{"S": ...}``, ``{"N": ...}``...)."""
-    return _ser.serialize(value)
+    return _ser.serialize(_decimals(value))
 
 
 def to_item(attrs: dict[str, Any]) -> dict[str, Any]:
     """A DynamoDB item from plain values; ``None`` values are left out."""
-    return {k: _ser.serialize(v) for k, v in attrs.items() if v is not None}
+    return {k: _ser.serialize(_decimals(v)) for k, v in attrs.items() if v is not None}
+
+
+def _decimals(value: Any) -> Any:
+    """Floats as the Decimals boto3 wants (by their shortest repr: 0.1 stays 0.1), nested ones too."""
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, dict):
+        return {k: _decimals(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decimals(v) for v in value]
+    return value
 
 
 def from_item(item: dict[str, Any]) -> dict[str, Any]:

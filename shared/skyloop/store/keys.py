@@ -24,14 +24,24 @@ Key design (one table, ``pk``/``sk`` strings, two sparse GSIs)::
     webhook endpoint    WEBHOOK#<id>        ENDPOINT                            by_owner:      webhook#<owner> / <ts>#<id>
                                                                                 (webhook-all#* when it takes every session's events)
     webhook delivery    WEBHOOK#<id>        DELIVERY#<event id>                 (TTL expires_at; event ids sort by time)
+    scheduled task      SCHEDULE#<id>       TASK                                by_owner:      scheduled_task#<owner> / <ts>#<id>
+                                                                                due_schedules: due#<id[0]> / <next run:012>#<id> (while armed)
+    scheduled run       SCHEDULE#<id>       RUN#<run id>                        (run ids sort by time)
 
 Indexes are named after what they index: ``by_owner`` lists a principal's
 agents, sessions or tokens newest last; ``by_agent_name`` lists the versions of
 one agent name, or the sessions of one agent name, newest last;
 ``running_sessions`` holds exactly the sessions whose status is ``running``
 (key ``running#<first hex digit of the id>``, so 16 partitions), which the
-reconciler reads. All are sparse: a record is in an index only when it carries
-that index's key.
+reconciler reads; ``due_schedules`` holds exactly the scheduled tasks that are
+active and have a next occurrence, by that occurrence (16 partitions, as
+above), which the local stack's scheduler reads to fire what is due. All are
+sparse: a record is in an index only when it carries that index's key.
+
+A scheduled task and its runs share a partition, so a task's history is one
+Query (newest first: run ids begin with their time) and deleting a task is a
+single-partition operation; the sessions its runs opened are ordinary
+sessions and stay.
 
 Everything under a session shares its partition, so deleting a session and
 reading its log are single-partition operations; sequence numbers are 12
@@ -63,14 +73,18 @@ TTL_ATTRIBUTE = "expires_at"
 INDEX_BY_OWNER = "by_owner"
 INDEX_BY_AGENT_NAME = "by_agent_name"
 INDEX_RUNNING = "running_sessions"
+INDEX_DUE = "due_schedules"
 OWNER_KEY = "owner_key"
 NAME_KEY = "name_key"
 RUNNING_KEY = "running_key"
 CREATED_KEY = "created_key"
+DUE_KEY = "due_key"
+DUE_AT_KEY = "due_at_key"
 INDEXES: dict[str, tuple[str, str]] = {
     INDEX_BY_OWNER: (OWNER_KEY, CREATED_KEY),
     INDEX_BY_AGENT_NAME: (NAME_KEY, CREATED_KEY),
     INDEX_RUNNING: (RUNNING_KEY, CREATED_KEY),
+    INDEX_DUE: (DUE_KEY, DUE_AT_KEY),
 }
 RUNNING_SHARDS = "0123456789abcdef"  # running sessions spread over 16 index partitions by id
 
@@ -220,3 +234,23 @@ def delivery_key(endpoint_id: str, event_id: str) -> dict[str, str]:
 
 def webhook_pk(endpoint_id: str) -> str:
     return f"{WEBHOOK_PREFIX}{endpoint_id}"
+
+
+SCHEDULE_PREFIX = "SCHEDULE#"
+RUN_PREFIX = "RUN#"
+
+
+def scheduled_task_key(task_id: str) -> dict[str, str]:
+    return {PK: f"{SCHEDULE_PREFIX}{task_id}", SK: "TASK"}
+
+
+def scheduled_run_key(task_id: str, run_id: str) -> dict[str, str]:
+    return {PK: f"{SCHEDULE_PREFIX}{task_id}", SK: f"{RUN_PREFIX}{run_id}"}
+
+
+def due_index_value(task_id: str) -> str:
+    return f"due#{task_id[:1]}"
+
+
+def due_at_value(next_run_at: int, task_id: str) -> str:
+    return f"{next_run_at:0{SEQ_WIDTH}d}#{task_id}"

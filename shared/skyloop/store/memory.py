@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from skyloop.models.agent import Agent
+    from skyloop.models.schedule import ScheduledRun, ScheduledTask
     from skyloop.store.records import Append, FileLimits, Guard
 
 
@@ -52,6 +53,8 @@ class MemoryStore:
         self._tokens: dict[str, TokenRecord] = {}
         self._quota: dict[tuple[str, str], int] = {}
         self._tool_listings: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._tasks: dict[str, tuple[ScheduledTask, tuple[int, str]]] = {}
+        self._runs: dict[str, dict[str, ScheduledRun]] = {}
         self._clock = itertools.count()
         self.appends = 0  # how many appends landed (tests read it)
 
@@ -582,6 +585,80 @@ class MemoryStore:
     def delete_token(self, token_hash: str) -> TokenRecord | None:
         with self._lock:
             return self._tokens.pop(token_hash, None)
+
+    # --------------------------------------------------------------- schedules
+    def create_scheduled_task(self, task: ScheduledTask) -> None:
+        with self._lock:
+            if task.id in self._tasks:
+                raise ConflictError(f"a scheduled task with id {task.id!r} already exists")
+            self._tasks[task.id] = (task.model_copy(deep=True), self._created(task.id))
+            self._runs[task.id] = {}
+
+    def get_scheduled_task(self, task_id: str) -> ScheduledTask | None:
+        with self._lock:
+            found = self._tasks.get(task_id)
+            return found[0].model_copy(deep=True) if found else None
+
+    def replace_scheduled_task(self, task: ScheduledTask, *, revision: int) -> bool:
+        with self._lock:
+            found = self._tasks.get(task.id)
+            if found is None or found[0].revision != revision:
+                return False
+            self._tasks[task.id] = (task.model_copy(update={"revision": revision + 1}, deep=True), found[1])
+            return True
+
+    def list_scheduled_tasks(self, *, owner: str) -> list[ScheduledTask]:
+        with self._lock:
+            rows = sorted((c, t) for t, c in self._tasks.values() if t.owner == owner)
+            return [t.model_copy(deep=True) for _, t in reversed(rows)]
+
+    def count_scheduled_tasks(self, owner: str) -> int:
+        with self._lock:
+            return sum(1 for t, _ in self._tasks.values() if t.owner == owner)
+
+    def list_due_scheduled_tasks(self, *, before: int) -> list[ScheduledTask]:
+        with self._lock:
+            due = [
+                t.model_copy(deep=True)
+                for t, _ in self._tasks.values()
+                if t.state == "active" and t.next_run_at is not None and t.next_run_at <= before
+            ]
+        return sorted(due, key=lambda t: (t.next_run_at or 0, t.id))
+
+    def delete_scheduled_task(self, task_id: str) -> None:
+        with self._lock:
+            self._tasks.pop(task_id, None)
+            self._runs.pop(task_id, None)
+
+    def put_scheduled_run(self, run: ScheduledRun) -> bool:
+        with self._lock:
+            runs = self._runs.setdefault(run.task_id, {})
+            if run.id in runs:
+                return False
+            runs[run.id] = run.model_copy(deep=True)
+            return True
+
+    def get_scheduled_run(self, task_id: str, run_id: str) -> ScheduledRun | None:
+        with self._lock:
+            run = self._runs.get(task_id, {}).get(run_id)
+            return run.model_copy(deep=True) if run else None
+
+    def replace_scheduled_run(self, run: ScheduledRun, *, status: str) -> bool:
+        with self._lock:
+            runs = self._runs.get(run.task_id, {})
+            if run.id not in runs or runs[run.id].status != status:
+                return False
+            runs[run.id] = run.model_copy(deep=True)
+            return True
+
+    def list_scheduled_runs(
+        self, task_id: str, *, limit: int = 100, after: str | None = None
+    ) -> tuple[list[ScheduledRun], bool]:
+        with self._lock:
+            runs = sorted(self._runs.get(task_id, {}).values(), key=lambda r: r.id, reverse=True)
+            if after:
+                runs = [r for r in runs if r.id < after]
+            return [r.model_copy(deep=True) for r in runs[:limit]], len(runs) > limit
 
     # ------------------------------------------------------------- maintenance
     def sweep_expired(self, now: int | None = None) -> int:

@@ -143,6 +143,11 @@ def end_turn(
 
 
 # --------------------------------------------------------------------------------- start
+def response_id_for(session_id: str, idempotency_key: str) -> str:
+    """The id of the turn a message posted with ``idempotency_key`` starts (the same for every re-post)."""
+    return _response_id_for(session_id, idempotency_key)
+
+
 def _response_id_for(session_id: str, idempotency_key: str | None) -> str:
     if idempotency_key:
         return f"resp_{derived_id('response', session_id, idempotency_key)[:24]}"
@@ -160,6 +165,7 @@ def start_or_join(
     idempotency_key: str | None = None,
     model_override: str | None = None,
     session: Session | None = None,
+    max_cost_usd: float | None = None,
 ) -> dict[str, Any]:
     """Persist a user message, then start a turn, or hand the message to the running one.
 
@@ -168,7 +174,8 @@ def start_or_join(
     that decision), later attempts from a fresh read.
 
     ``model_override`` (omnigent's per-event override) applies to the turn this message starts;
-    like ``tools`` it is ignored when the message joins a running turn.
+    like ``tools`` it is ignored when the message joins a running turn. So does ``max_cost_usd``
+    (a scheduled task's cap): the turn it starts stops once its model calls cost that much.
 
     With an ``idempotency_key`` the item and turn ids derive from the key and
     the append is deduplicated on it, so a client that re-posts after a lost
@@ -232,6 +239,7 @@ def start_or_join(
                 created_at=created_at,
                 tools=tools or [],
                 model_override=model_override,
+                max_cost_usd=max_cost_usd,
             )
         batch.items.append(
             NewItem(

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 DELTA_FLUSH_S = 0.1  # at most ~10 delta appends a second per turn: live enough, and bounds write cost
 DELTA_FLUSH_CHARS = 2048
 MAX_ATTEMPTS = 10
+COST_CAP_REACHED = "cost_cap_reached"  # the turn error code when a cost cap stops a turn
+COST_UNKNOWN = "cost_unknown"  # a capped turn whose model has no price: it never calls the model
 BUDGET_EXCEEDED = "session_budget_exceeded"  # the turn error code when spend control stops a turn
 # The last streamed text rides in the result's append unless the response has this many calls (one
 # transaction holds at most 100 items; each call is one of them).
@@ -89,6 +91,8 @@ def run(
     consumed = max(state.consumed_seq, session.input_seq)
     check_budget(session)
     _check_endpoint(agent.spec)
+    spec = effective_spec(agent.spec, session, turn)
+    check_cost_cap(spec, turn)
     # The attempt is numbered while the model call starts (a write the model's time hides); the first
     # streamed batch, or the result, waits for it (a retry's announcement precedes its text).
     attempt = background(claim_attempt, store, state, chain)
@@ -136,10 +140,11 @@ def run(
     if calls and iteration >= state.max_iterations:
         raise TurnError("max_iterations", f"the turn reached its limit of {state.max_iterations} model calls")
     batch.new_calls = calls
-    if publish_waits and nxt == "await_client":
-        publish_client_calls(batch, calls, agent.name, lifecycle.await_key(state.response_id, i))
     tokens = Usage.of(result.usage)
     price = price_of(spec.executor)
+    capped = nxt != "finish_turn" and cost_cap_reached(spec, turn, tokens)
+    if publish_waits and nxt == "await_client" and not capped:
+        publish_client_calls(batch, calls, agent.name, lifecycle.await_key(state.response_id, i))
     batch.decision = TurnDecision(
         response_id=state.response_id,
         iteration=i,
@@ -153,8 +158,7 @@ def run(
     finished = nxt == "finish_turn" and finish_with_result(store, batch, chain, agent, turn, tokens, consumed)
     if not finished:
         chain.append(store, batch)
-    if report_usage is not None:
-        report_usage(agent.name, tokens)
+    _usage_landed(report_usage, agent, spec, turn, tokens, capped=capped)
     return state.model_copy(
         update={
             "next": "stop" if finished else nxt,
@@ -166,6 +170,16 @@ def run(
             **route,
         }
     )
+
+
+def _usage_landed(
+    report_usage: UsageReport, agent: Agent, spec: AgentSpec, turn: Turn, tokens: Usage, *, capped: bool
+) -> None:
+    """After the result's append: report the call's tokens; a capped turn goes no further than this call."""
+    if report_usage is not None:
+        report_usage(agent.name, tokens)
+    if capped:
+        check_cost_cap(spec, turn, tokens)
 
 
 def publish_client_calls(batch: Append, calls: list[PendingCall], agent_name: str, await_key: str) -> None:
@@ -216,6 +230,48 @@ def finish_with_result(
         return False
     chain.seq = None if result.duplicate else result.last_seq
     return True
+
+
+def turn_cost_usd(spec: AgentSpec, turn: Turn, tokens: Usage | None = None) -> float | None:
+    """What the turn's model calls cost so far (the spend recorded with each landed call; with ``tokens``,
+    one more), or None when the model has no price (skyloop.pricing)."""
+    price = price_of(spec.executor)
+    if price is None:
+        return None
+    more = price.cost_micros(tokens.input_tokens, tokens.output_tokens) if tokens else 0
+    return (turn.spend_micros + more) / 1_000_000
+
+
+def cost_cap_reached(spec: AgentSpec, turn: Turn, tokens: Usage | None = None) -> bool:
+    if turn.max_cost_usd is None:
+        return False
+    cost = turn_cost_usd(spec, turn, tokens)
+    return cost is None or cost >= turn.max_cost_usd
+
+
+def check_cost_cap(spec: AgentSpec, turn: Turn, tokens: Usage | None = None) -> None:
+    """A capped turn stops between model calls once its cost reaches the cap (or cannot be known).
+
+    Checked before each model call and after each one whose answer would
+    continue the turn (its result, usage included, is recorded first), so a
+    turn never makes a model call once the cap is reached, and never parks on
+    a client or runs server tools past it. A model without a price fails the
+    turn (``cost_unknown``) rather than run it without a cap (skyloop.pricing).
+    """
+    if turn.max_cost_usd is None:
+        return
+    cost = turn_cost_usd(spec, turn, tokens)
+    if cost is None:
+        raise TurnError(
+            COST_UNKNOWN,
+            f"the turn has a cost cap of {turn.max_cost_usd} USD but model {spec.executor.model!r} has no price "
+            "(SKYLOOP_MODEL_PRICES)",
+        )
+    if cost >= turn.max_cost_usd:
+        raise TurnError(
+            COST_CAP_REACHED,
+            f"the turn's model calls cost {cost:.6f} USD, reaching its cap of {turn.max_cost_usd} USD",
+        )
 
 
 def check_budget(session: Session) -> None:

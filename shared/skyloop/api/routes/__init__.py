@@ -1,6 +1,6 @@
 """The REST routes, one module per resource, each a Powertools ``Router`` included by the app."""
 
-from skyloop.api.routes import agents, events, files, health, openai, runners, sessions, webhooks
+from skyloop.api.routes import agents, events, files, health, openai, runners, schedules, sessions, webhooks
 
 ROUTERS = (
     health.router,
@@ -9,6 +9,7 @@ ROUTERS = (
     files.router,
     agents.router,
     runners.router,
+    schedules.router,
     openai.router,
     webhooks.router,
 )

@@ -5,6 +5,7 @@ from skyloop.store.dynamodb.events import EventLog
 from skyloop.store.dynamodb.files import FileRecords
 from skyloop.store.dynamodb.maintenance import Maintenance
 from skyloop.store.dynamodb.quotas import QuotaRecords
+from skyloop.store.dynamodb.schedules import ScheduleRecords
 from skyloop.store.dynamodb.sessions import SessionRecords
 from skyloop.store.dynamodb.tokens import TokenRecords
 from skyloop.store.dynamodb.turns import TurnRecords
@@ -18,6 +19,7 @@ class DynamoStore(
     FileRecords,
     TokenRecords,
     QuotaRecords,
+    ScheduleRecords,
     Maintenance,
 ):
     """The single table behind :class:`skyloop.store.Store`.

@@ -1,0 +1,143 @@
+"""The port to EventBridge Scheduler: one schedule per task, in the stack's schedule group.
+
+The table is the truth about a task (its rule, its state, its next
+occurrence); a schedule is its projection onto AWS's clock, so that nothing of
+ours runs between fires. Each schedule targets the ``schedule_run`` function
+with ``{"task_id", "scheduled_at": <aws.scheduler.scheduled-time>}``, retries
+as configured and sends what it gave up on to the dead-letter queue.
+
+* A rule that cron can say (:func:`skyloop.schedules.rules.cron_expression`)
+  is one recurring ``cron()`` schedule in the task's time zone (``starts_at``
+  its start date, ``UNTIL``/``COUNT`` its end date).
+* Any other rule is a one-time ``at()`` schedule (in UTC: a wall time that
+  happens twice is ambiguous) for the next occurrence, re-armed by the run
+  function for the one after, each time it fires.
+* Pausing disables the schedule; deleting the task deletes it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+if TYPE_CHECKING:
+    from skyloop.models.schedule import ScheduledTask
+
+SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"  # filled in by EventBridge Scheduler for each invocation
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a task's schedule says: its expression, the zone it is read in, its bounds, whether it fires."""
+
+    expression: str  # cron(...) or at(...)
+    timezone: str
+    start: datetime | None = None
+    end: datetime | None = None
+    enabled: bool = True
+
+    @property
+    def one_time(self) -> bool:
+        return self.expression.startswith("at(")
+
+
+def at(instant: datetime) -> Plan:
+    """A one-time schedule for ``instant`` (minute precision, as EventBridge Scheduler fires)."""
+    utc = instant.astimezone(UTC).replace(tzinfo=None)
+    return Plan(expression=f"at({utc.isoformat(timespec='seconds')})", timezone="UTC")
+
+
+def schedule_name(task_id: str) -> str:
+    """A task's schedule: named by its id (32 hex characters; names are unique per group)."""
+    return task_id
+
+
+class EventBridgeSchedules:
+    """Puts and deletes the schedules of tasks (``scheduler`` client; moto's in tests and the local stack)."""
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        group: str,
+        role_arn: str,
+        target_arn: str | None,
+        dead_letter_arn: str | None = None,
+        retries: int = 3,
+        max_event_age_s: int = 900,
+    ) -> None:
+        self.client = client
+        self.group = group
+        self.role_arn = role_arn
+        self.target_arn = target_arn
+        self.dead_letter_arn = dead_letter_arn
+        self.retries = retries
+        self.max_event_age_s = max_event_age_s
+
+    def put(self, task: ScheduledTask, plan: Plan) -> None:
+        """Create the task's schedule, or replace what it says (a re-arm is an update)."""
+        kwargs = self._schedule(task, plan)
+        try:
+            self.client.update_schedule(**kwargs)
+        except ClientError as exc:
+            if _code(exc) != "ResourceNotFoundException":
+                raise
+            self.client.create_schedule(**kwargs)
+
+    def delete(self, task_id: str) -> None:
+        """Remove the task's schedule (one already gone is no error)."""
+        try:
+            self.client.delete_schedule(Name=schedule_name(task_id), GroupName=self.group)
+        except ClientError as exc:
+            if _code(exc) != "ResourceNotFoundException":
+                raise
+
+    def get(self, task_id: str) -> dict[str, Any] | None:
+        """The schedule as EventBridge Scheduler holds it, or None."""
+        try:
+            return dict(self.client.get_schedule(Name=schedule_name(task_id), GroupName=self.group))
+        except ClientError as exc:
+            if _code(exc) != "ResourceNotFoundException":
+                raise
+            return None
+
+    def _schedule(self, task: ScheduledTask, plan: Plan) -> dict[str, Any]:
+        if not self.target_arn:
+            raise RuntimeError(
+                "no schedule target: set SKYLOOP_SCHEDULE_TARGET_ARN (the schedule_run function)"
+            )
+        target: dict[str, Any] = {
+            "Arn": self.target_arn,
+            "RoleArn": self.role_arn,
+            "Input": json.dumps({"task_id": task.id, "scheduled_at": SCHEDULED_TIME}),
+            "RetryPolicy": {
+                "MaximumRetryAttempts": self.retries,
+                "MaximumEventAgeInSeconds": self.max_event_age_s,
+            },
+        }
+        if self.dead_letter_arn:
+            target["DeadLetterConfig"] = {"Arn": self.dead_letter_arn}
+        kwargs: dict[str, Any] = {
+            "Name": schedule_name(task.id),
+            "GroupName": self.group,
+            "Description": f"skyloop scheduled task {task.name}"[:512],
+            "ScheduleExpression": plan.expression,
+            "ScheduleExpressionTimezone": plan.timezone,
+            "FlexibleTimeWindow": {"Mode": "OFF"},
+            "State": "ENABLED" if plan.enabled else "DISABLED",
+            "Target": target,
+            "ActionAfterCompletion": "NONE",  # a one-time schedule is re-armed in place, not recreated
+        }
+        if plan.start is not None:
+            kwargs["StartDate"] = plan.start
+        if plan.end is not None:
+            kwargs["EndDate"] = plan.end
+        return kwargs
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
