@@ -11,7 +11,7 @@ from skyloop import principals
 from skyloop.errors import ConflictError, InvalidInputError, NotFoundError, SecretNotAllowedError
 from skyloop.ids import is_hex32, new_id
 from skyloop.models.agent import Agent, AgentSpec
-from skyloop.models.session import ConversationItem, Session, token_usage
+from skyloop.models.session import ConversationItem, PendingCall, Session, token_usage
 from skyloop.secrets import api_key_secret_name
 
 if TYPE_CHECKING:
@@ -394,9 +394,15 @@ def snapshot(
         stored = store.list_items(session.id, through_seq=session.last_seq)
         newest_first = [i.to_api() for i in reversed(stored[-SNAPSHOT_ITEMS:])]
         items = list(reversed(_within_budget(newest_first, MAX_PAGE_BYTES)))
+    waiting = waiting_calls(store, session)
+    counts = (
+        sum(1 for c in waiting if c.kind == "client"),
+        sum(1 for c in waiting if c.approval == "pending"),
+    )
     return {
-        **list_item(session),
+        **list_item(session, counts),
         "object": "session",
+        "waiting": [waiting_json(c) for c in waiting],
         "runner_online": runners.is_online(session.runner_id),
         "items": items,
         "last_task_error": session.last_task_error.model_dump() if session.last_task_error else None,
@@ -438,7 +444,72 @@ def usage_fields(store: Store, session: Session) -> dict[str, Any]:
     }
 
 
-def list_item(session: Session) -> dict[str, Any]:
+def waiting_calls(store: Store, session: Session) -> list[PendingCall]:
+    """The running turn's calls that wait on someone: client calls without an output, approvals.
+
+    Only a running session is asked (one query of its turn's calls), so a page of idle
+    sessions costs nothing more.
+    """
+    if session.status != "running" or not session.active_response_id:
+        return []
+    calls = store.list_calls(session.id, session.active_response_id)
+    return [
+        c
+        for c in calls
+        if c.output is None and not c.cancelled and (c.kind == "client" or c.approval == "pending")
+    ]
+
+
+def attention(store: Store, session: Session) -> tuple[int, int]:
+    """``(client calls, approvals)`` the running turn waits on (the web console's badge and inbox)."""
+    calls = waiting_calls(store, session)
+    return sum(1 for c in calls if c.kind == "client"), sum(1 for c in calls if c.approval == "pending")
+
+
+def waiting_json(call: PendingCall) -> dict[str, Any]:
+    """A waiting call as the snapshot's ``waiting`` lists it: what to answer, and how."""
+    return {
+        "call_id": call.call_id,
+        "name": call.name,
+        "arguments": call.arguments,
+        "response_id": call.response_id,
+        "kind": "approval" if call.approval == "pending" else "client",
+        "elicitation_id": f"approve_{call.call_id}" if call.approval == "pending" else None,
+    }
+
+
+USAGE_TURNS = 200  # the newest turns a usage report lists (one read each)
+
+
+def usage_report(store: Store, session: Session) -> dict[str, Any]:
+    """The session's token totals and its newest turns' usage, oldest first.
+
+    Turns are the response ids of the session's items (imported history, ``seed``, is none);
+    ``model`` is what the session's next call uses (override, else the agent's), for pricing.
+    """
+    seen: dict[str, None] = {}
+    for item in store.list_items(session.id, through_seq=session.last_seq):
+        if item.response_id and item.response_id != "seed":
+            seen.setdefault(item.response_id, None)
+    if session.active_response_id:
+        seen.setdefault(session.active_response_id, None)
+    turns = []
+    for response_id in list(seen)[-USAGE_TURNS:]:
+        with contextlib.suppress(NotFoundError):
+            turn = store.get_turn(session.id, response_id)
+            turns.append({"response_id": response_id, "created_at": turn.created_at, **turn.usage()})
+    agent = _agent_or_none(store, session.agent_id)
+    return {
+        "object": "session.usage",
+        "session_id": session.id,
+        "model": session.model_override or (agent.spec.executor.model if agent else None),
+        "usage": token_usage(session.input_tokens, session.output_tokens),
+        "turns": turns,
+    }
+
+
+def list_item(session: Session, waiting: tuple[int, int] = (0, 0)) -> dict[str, Any]:
+    """The list's row; ``waiting`` is :func:`attention`'s counts (the snapshot's and list's)."""
     return {
         "id": session.id,
         "agent_id": session.agent_id,
@@ -457,7 +528,8 @@ def list_item(session: Session) -> dict[str, Any]:
         "owner": session.owner,
         "host_id": None,
         "parent_session_id": session.parent_session_id,
-        "pending_elicitations_count": 0,
+        "pending_elicitations_count": waiting[1],
+        "pending_client_calls": waiting[0],
     }
 
 
@@ -498,7 +570,7 @@ def list_sessions(store: Store, q: SessionListQuery, *, owner: str) -> tuple[lis
         "archived": q.archived_filter(),
     }
     descending = q.order == "desc"
-    if q.sort_by == "created_at":
+    if q.sort_by == "created_at" and not q.filters():
         return store.list_sessions(**kwargs, limit=q.limit, descending=descending, after=q.after)
     everything: list[Session] = []
     after: str | None = None
@@ -508,13 +580,30 @@ def list_sessions(store: Store, q: SessionListQuery, *, owner: str) -> tuple[lis
         if not more or not found:
             break
         after = found[-1].id
-    everything.sort(key=lambda s: (s.updated_at, s.created_at, s.id), reverse=descending)
+    everything = [s for s in everything if _matches(store, s, q)]
+    if q.sort_by == "created_at":
+        everything.sort(key=lambda s: (s.created_at, s.id), reverse=descending)
+    else:
+        everything.sort(key=lambda s: (s.updated_at, s.created_at, s.id), reverse=descending)
     if q.after:
         ids = [s.id for s in everything]
         if q.after not in ids:
             raise InvalidInputError(f"cursor session '{q.after}' is not in this listing")
         everything = everything[ids.index(q.after) + 1 :]
     return everything[: q.limit], len(everything) > q.limit
+
+
+def _matches(store: Store, session: Session, q: SessionListQuery) -> bool:
+    """The list's filters (status, a label, words of the title, waiting on someone), all must hold."""
+    if q.status and session.status != q.status:
+        return False
+    if q.label:
+        key, has_value, value = q.label.partition("=")
+        if key not in session.labels or (has_value and session.labels[key] != value):
+            return False
+    if q.search_query and q.search_query.strip().lower() not in (session.title or "").lower():
+        return False
+    return not q.waiting or any(attention(store, session))
 
 
 def page_items(
