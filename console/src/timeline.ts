@@ -43,6 +43,12 @@ function obj(value: unknown): Record<string, unknown> {
   return value && typeof value === "object" ? (value as Record<string, unknown>) : {};
 }
 
+/** The snapshot nests an item's fields under `data`; `/items` and stream events spread them. */
+export function flatten(item: Item & { data?: Record<string, unknown> }): Item {
+  const { data, ...rest } = item;
+  return data && typeof data === "object" ? ({ ...data, ...rest }) : item;
+}
+
 export class Timeline {
   entries: Entry[] = [];
   version = 0;
@@ -126,7 +132,7 @@ export class Timeline {
 
   /** Apply history items (oldest first) after what is there (the snapshot's newest items). */
   addItems(items: Item[]): void {
-    for (const item of items) this.applyItem(item);
+    for (const item of items) this.applyItem(flatten(item));
   }
 
   /** Older history (oldest first) before everything shown; items already present are skipped. */

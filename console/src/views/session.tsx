@@ -48,12 +48,10 @@ function ToolRow(props: { entry: EntryOf<"tool"> }) {
         Tool call <code>{entry.name || entry.callId}</code>
         <span class={`chip ${entry.status}`}>{STATUS_TEXT[entry.status]}</span>
       </div>
-      <pre class="args" aria-label={`Arguments of ${entry.name}`}>
-        {prettyArgs(entry.arguments)}
-      </pre>
+      <pre class="args">{prettyArgs(entry.arguments)}</pre>
       {entry.output !== null && (
         <>
-          <pre class="output" aria-label={`Output of ${entry.name}`}>
+          <pre class="output">
             {full || !long ? output : `${output.slice(0, OUTPUT_PREVIEW_CHARS)}…`}
           </pre>
           {long && (
