@@ -207,6 +207,12 @@ def test_stream_resumes_after_a_cut_without_a_duplicate_or_a_gap(page: Page, sta
 
     page.get_by_test_id("connection").filter(has_text="reconnected").wait_for()
     page.locator("[data-kind=assistant]").filter(has_text="word79").wait_for()
+    # every stored event after the opening cursor was applied exactly once: none twice, none missed
+    last = stack.snapshot(sid)["last_event_id"]
+    status = page.get_by_test_id("connection")
+    expect(status).to_have_attribute("data-last-id", str(last))
+    start = int(status.get_attribute("data-from") or "")
+    assert status.get_attribute("data-events") == str(last - start)
     rows = page.locator(".rows > li")
     keys = rows.evaluate_all("els => els.map(e => e.dataset.key)")
     assert len(keys) == len(set(keys)), keys

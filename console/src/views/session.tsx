@@ -337,6 +337,8 @@ export function SessionView(props: { id: string }) {
   const [toolSet, setToolSet] = useState(sessionStorage.getItem(TOOL_SET_KEY) ?? "coding");
   const [older, setOlder] = useState<{ cursor: string | null; loading: boolean }>({ cursor: null, loading: false });
   const frame = useRef(0);
+  // stored events applied, and the cursor they started after: each id once, none missing
+  const delivered = useRef({ from: 0, count: 0, last: 0 });
 
   const refreshUsage = useCallback((): void => {
     void api<UsageReport>(`/v1/sessions/${props.id}/usage`)
@@ -364,10 +366,12 @@ export function SessionView(props: { id: string }) {
         setSnapshot(snap);
         setOlder({ cursor: snap.items.length > 0 ? (snap.items[0]?.id ?? null) : null, loading: false });
         render();
+        delivered.current = { from: snap.last_event_id, count: 0, last: snap.last_event_id };
         stream = new SessionStream({
           sessionId: props.id,
           after: snap.last_event_id,
           onEvent: (event) => {
+            if (event.id !== null) delivered.current = { ...delivered.current, count: delivered.current.count + 1, last: event.id };
             timeline.apply(event);
             if (event.type === "response.completed" || event.type === "response.failed") refreshUsage();
             if (event.type === "session.status" || event.type.startsWith("response.elicitation")) refreshInbox();
@@ -490,7 +494,14 @@ export function SessionView(props: { id: string }) {
             <h1>{snapshot.title || snapshot.id}</h1>
             <p class="hint">
               {snapshot.agent_name} · <span class={`status ${status}`} data-testid="session-status">{status}</span> ·{" "}
-              <span role="status" data-testid="connection" data-reconnects={connection.reconnects}>
+              <span
+                role="status"
+                data-testid="connection"
+                data-reconnects={connection.reconnects}
+                data-from={delivered.current.from}
+                data-events={delivered.current.count}
+                data-last-id={delivered.current.last}
+              >
                 {connectionText}
                 {connection.reconnects > 0 && ` (reconnected ${connection.reconnects}×)`}
               </span>
