@@ -57,8 +57,20 @@ def resolve(root: Path, path: str) -> tuple[Path, str] | None:
     return (index, NO_CACHE) if index.is_file() else None
 
 
+# Fixed for what Vite writes, so the answer never depends on the machine's mime.types.
+CONTENT_TYPES = {
+    ".html": "text/html",
+    ".js": "text/javascript",
+    ".css": "text/css",
+    ".json": "application/json",
+    ".svg": "image/svg+xml",
+}
+
+
 def content_type(path: Path) -> str:
-    guessed = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    guessed = (
+        CONTENT_TYPES.get(path.suffix) or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    )
     return (
         f"{guessed}; charset=utf-8"
         if guessed.startswith("text/") or guessed.endswith("javascript")
