@@ -244,6 +244,12 @@ class SkyloopStack(cdk.Stack):
             "certificate (see docs/deploy.md).",
         )
 
+    def _assets_bucket_name(self) -> str:
+        """The CDK bootstrap assets bucket as cdk-nag names it: tokens for an environment-agnostic stack."""
+        account = "<AWS::AccountId>" if cdk.Token.is_unresolved(self.account) else self.account
+        region = "<AWS::Region>" if cdk.Token.is_unresolved(self.region) else self.region
+        return f"cdk-{cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER}-assets-{account}-{region}"
+
     def _acknowledge_console_findings(self) -> None:
         """The console's bucket, and CDK's BucketDeployment handler (a singleton at stack level)."""
         _ack(
@@ -270,7 +276,7 @@ class SkyloopStack(cdk.Stack):
         for rule in (
             *(f"AwsSolutions-IAM5[Action::{a}]" for a in BUCKET_DEPLOYMENT_ACTIONS),
             f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/*]",
-            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::cdk-hnb659fds-assets-<AWS::AccountId>-<AWS::Region>/*]",
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{self._assets_bucket_name()}/*]",
             "AwsSolutions-IAM5[Resource::*]",
         ):
             _ack(

@@ -238,7 +238,11 @@ def test_cors_on_the_stream_url_allows_the_listed_origins(prod_template: dict[st
 def test_cors_preflights_and_origin_pass_through_the_edge(prod_template: dict[str, Any]) -> None:
     _, distribution = one(prod_template, "AWS::CloudFront::Distribution")
     config = distribution["Properties"]["DistributionConfig"]
-    for behavior in (config["DefaultCacheBehavior"], *config["CacheBehaviors"]):
+    # (the console's behaviors serve its own files on the same origin: no CORS there)
+    console_origin = config["DefaultCacheBehavior"]["TargetOriginId"]
+    api_behaviors = [b for b in config["CacheBehaviors"] if b["TargetOriginId"] != console_origin]
+    assert len(api_behaviors) == 5
+    for behavior in api_behaviors:
         # Then OPTIONS reaches the origins, which answer the preflight
         assert "OPTIONS" in behavior["AllowedMethods"]
         # And every viewer header but Host is forwarded: Origin, Access-Control-Request-Method/-Headers
@@ -257,11 +261,18 @@ def test_powertools_tracer_switch_turns_the_tracer_on(prod_template: dict[str, A
 
 # ------------------------------------------------------------------- blobs in production
 def test_prod_keeps_the_blob_bucket_and_its_objects(prod_template: dict[str, Any]) -> None:
-    _, bucket = one(prod_template, "AWS::S3::Bucket")
+    bucket_id, bucket = by_prefix(prod_template, "AWS::S3::Bucket", "BlobsBucket")
     assert bucket["DeletionPolicy"] == "Retain"
     assert bucket["UpdateReplacePolicy"] == "Retain"
-    # And nothing empties it on delete
-    assert resources(prod_template, "Custom::S3AutoDeleteObjects") == {}
+    # And nothing empties it on delete (only the console's bucket, which holds build output, is emptied)
+    emptied = [
+        e["Properties"]["BucketName"]
+        for e in resources(prod_template, "Custom::S3AutoDeleteObjects").values()
+    ]
+    console_id, console = by_prefix(prod_template, "AWS::S3::Bucket", "ConsoleBucket")
+    assert emptied == [{"Ref": console_id}]
+    assert console["DeletionPolicy"] == "Delete"
+    assert {"Ref": bucket_id} not in emptied
 
 
 def test_secrets_prefix_carries_the_stack_name(prod_template: dict[str, Any]) -> None:
