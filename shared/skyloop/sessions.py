@@ -391,8 +391,8 @@ def snapshot(
     """
     items: list[dict[str, Any]] = []
     if include_items:
-        stored = store.list_items(session.id, through_seq=session.last_seq)
-        newest_first = [i.to_api() for i in reversed(stored[-SNAPSHOT_ITEMS:])]
+        stored = store.list_items(session.id, through_seq=session.last_seq, newest=SNAPSHOT_ITEMS)
+        newest_first = [i.to_api() for i in reversed(stored)]
         items = list(reversed(_within_budget(newest_first, MAX_PAGE_BYTES)))
     waiting = waiting_calls(store, session)
     counts = (
@@ -478,33 +478,22 @@ def waiting_json(call: PendingCall) -> dict[str, Any]:
     }
 
 
-USAGE_TURNS = 200  # the newest turns a usage report lists (one read each)
+USAGE_TURNS = 200  # the newest turns a usage report lists
 
 
 def usage_report(store: Store, session: Session) -> dict[str, Any]:
-    """The session's token totals and its newest turns' usage, oldest first.
+    """The session's token totals and its newest turns' usage, oldest first (one query).
 
-    Turns are the response ids of the session's items (imported history, ``seed``, is none);
     ``model`` is what the session's next call uses (override, else the agent's), for pricing.
     """
-    seen: dict[str, None] = {}
-    for item in store.list_items(session.id, through_seq=session.last_seq):
-        if item.response_id and item.response_id != "seed":
-            seen.setdefault(item.response_id, None)
-    if session.active_response_id:
-        seen.setdefault(session.active_response_id, None)
-    turns = []
-    for response_id in list(seen)[-USAGE_TURNS:]:
-        with contextlib.suppress(NotFoundError):
-            turn = store.get_turn(session.id, response_id)
-            turns.append({"response_id": response_id, "created_at": turn.created_at, **turn.usage()})
+    turns = store.list_turn_usage(session.id)[-USAGE_TURNS:]
     agent = _agent_or_none(store, session.agent_id)
     return {
         "object": "session.usage",
         "session_id": session.id,
         "model": session.model_override or (agent.spec.executor.model if agent else None),
         "usage": token_usage(session.input_tokens, session.output_tokens),
-        "turns": turns,
+        "turns": [t.to_api() for t in turns],
     }
 
 

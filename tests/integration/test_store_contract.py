@@ -314,6 +314,15 @@ def test_items_take_the_seq_of_their_event_and_list_in_order(store: Store) -> No
     assert items[3].response_id == "r"
     assert items[2].type == "function_call"
     assert [i.id for i in store.list_items(session.id, through_seq=4)] == ["i-first", "i-middle"]
+    # newest=N: the last N of the same list, in the same order (a snapshot reads no more than that)
+    assert [i.id for i in store.list_items(session.id, newest=2)] == ["i-last-default", "i-later"]
+    assert [i.id for i in store.list_items(session.id, through_seq=4, newest=1)] == ["i-middle"]
+    assert [i.id for i in store.list_items(session.id, through_seq=5, newest=10)] == [
+        "i-first",
+        "i-middle",
+        "i-last-default",
+    ]
+    assert store.list_items(session.id, newest=0) == []
 
 
 def test_non_ascii_text_round_trips(store: Store) -> None:
@@ -741,3 +750,36 @@ def test_running_sessions_are_listed_exactly_while_running(store: Store) -> None
     assert other.id not in running
     store.append(_batch(session.id, "end", change=SessionChange(status="idle", end_active_turn=True)))
     assert session.id not in {s.id for s in store.list_running_sessions()}
+
+
+# ------------------------------------------------------------------------- turn usage
+def test_turn_usage_lists_every_turn_with_its_tokens_oldest_first(store: Store) -> None:
+    # Given a session with two turns, the second of which recorded two model calls' usage
+    session = _session(store)
+    assert store.list_turn_usage(session.id) == []
+    for n, rid in enumerate(("resp_b", "resp_a")):
+        batch = Append(
+            session.id, new_turn=Turn(session_id=session.id, response_id=rid, agent_id="a", created_at=10 + n)
+        )
+        batch.event("session.status", {"status": "running"})
+        store.append(batch)
+    for iteration, (tin, tout) in enumerate(((5, 2), (7, 3))):
+        decision = TurnDecision(
+            response_id="resp_a",
+            iteration=iteration,
+            next="call_model",
+            consumed_seq=1,
+            unanswered=0,
+            input_tokens=tin,
+            output_tokens=tout,
+        )
+        store.append(Append(session.id, decision=decision))
+    # Then both turns are listed in the order they started, with what each used
+    usage = store.list_turn_usage(session.id)
+    assert [(u.response_id, u.created_at, u.input_tokens, u.output_tokens) for u in usage] == [
+        ("resp_b", 10, 0, 0),
+        ("resp_a", 11, 12, 5),
+    ]
+    assert usage[1].to_api()["total_tokens"] == 17
+    # And another session's turns are not
+    assert store.list_turn_usage(_session(store).id) == []

@@ -150,6 +150,24 @@ class Turn(BaseModel):
         return token_usage(self.input_tokens, self.output_tokens)
 
 
+class TurnUsage(BaseModel):
+    """A turn's token counts, as the session's usage report lists them."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    response_id: str
+    created_at: int
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "response_id": self.response_id,
+            "created_at": self.created_at,
+            **token_usage(self.input_tokens, self.output_tokens),
+        }
+
+
 def token_usage(input_tokens: int, output_tokens: int) -> dict[str, int]:
     return {
         "input_tokens": input_tokens,

@@ -95,8 +95,11 @@ def dedupe_key(session_id: str, key: str) -> dict[str, str]:
     return {PK: session_pk(session_id), SK: f"DEDUPE#{key}"}
 
 
+TURN_PREFIX = "TURN#"
+
+
 def turn_key(session_id: str, response_id: str) -> dict[str, str]:
-    return {PK: session_pk(session_id), SK: f"TURN#{response_id}"}
+    return {PK: session_pk(session_id), SK: f"{TURN_PREFIX}{response_id}"}
 
 
 def call_key(session_id: str, response_id: str, call_id: str) -> dict[str, str]:

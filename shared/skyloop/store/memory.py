@@ -16,7 +16,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from skyloop.errors import ConflictError, InvalidInputError, NotFoundError
-from skyloop.models.session import ConversationItem, PendingCall, Session, SessionFile, TaskError, Turn
+from skyloop.models.session import (
+    ConversationItem,
+    PendingCall,
+    Session,
+    SessionFile,
+    TaskError,
+    Turn,
+    TurnUsage,
+)
 from skyloop.store import keys, notifier
 from skyloop.store.records import AppendResult, ConditionFailedError, StoredEvent, TokenRecord, TurnDecision
 
@@ -381,16 +389,19 @@ class MemoryStore:
             data.dedupe[key] = int(time.time()) + self.event_ttl_s
             return True
 
-    def list_items(self, session_id: str, *, through_seq: int | None = None) -> list[ConversationItem]:
+    def list_items(
+        self, session_id: str, *, through_seq: int | None = None, newest: int | None = None
+    ) -> list[ConversationItem]:
         with self._lock:
             data = self._sessions.get(session_id)
             if data is None:
                 return []
-            return [
+            found = [
                 item.model_copy(deep=True)
                 for _, item in sorted(data.items.items())
                 if through_seq is None or item.position <= through_seq
             ]
+            return found if newest is None else found[max(0, len(found) - newest) :]
 
     # ----------------------------------------------------------- turns, calls
     def _turn(self, data: _SessionData, response_id: str) -> Turn:
@@ -398,6 +409,15 @@ class MemoryStore:
         if turn is None:
             raise NotFoundError(f"Turn not found: '{response_id}'")
         return turn
+
+    def list_turn_usage(self, session_id: str) -> list[TurnUsage]:
+        with self._lock:
+            data = self._sessions.get(session_id)
+            turns = list(data.turns.values()) if data else []
+            found = [
+                TurnUsage.model_validate(t.model_dump(include=set(TurnUsage.model_fields))) for t in turns
+            ]
+        return sorted(found, key=lambda t: (t.created_at, t.response_id))
 
     def get_turn(self, session_id: str, response_id: str) -> Turn:
         with self._lock:

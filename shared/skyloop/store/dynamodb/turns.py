@@ -8,7 +8,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from skyloop.errors import NotFoundError
-from skyloop.models.session import PendingCall, Turn
+from skyloop.models.session import PendingCall, Turn, TurnUsage
 from skyloop.store import codec, keys
 from skyloop.store.dynamodb.base import TableBase, error_code
 from skyloop.store.records import TurnDecision
@@ -23,6 +23,23 @@ class TurnRecords(TableBase):
         decision = codec.loads(attrs.get("last_decision"))
         attrs["decided_iteration"] = decision["iteration"] if decision else None
         return Turn.model_validate({k: v for k, v in attrs.items() if k in Turn.model_fields})
+
+    def list_turn_usage(self, session_id: str) -> list[TurnUsage]:
+        """Every turn's token counts, oldest first: one query of the session's ``TURN#`` rows."""
+        rows = self._query_all(
+            {
+                "TableName": self.table,
+                "KeyConditionExpression": "pk = :p AND begins_with(sk, :t)",
+                "ExpressionAttributeValues": {
+                    ":p": codec.attr(keys.session_pk(session_id)),
+                    ":t": codec.attr(keys.TURN_PREFIX),
+                },
+                "ProjectionExpression": "response_id, created_at, input_tokens, output_tokens",
+                "ConsistentRead": True,
+            }
+        )
+        found = [TurnUsage.model_validate(r) for r in rows]
+        return sorted(found, key=lambda t: (t.created_at, t.response_id))
 
     def get_decision(self, session_id: str, response_id: str) -> TurnDecision | None:
         """The decision the turn's last landed model call recorded, if any."""
