@@ -512,7 +512,21 @@ def load_config(trace: lm.Trace) -> lm.Config:
                 break
     on = [n for n, f in functions.items() if f.snapstart or f.prewarmed]
     notes.append(f"SnapStart / pre-warmed: {', '.join(on) if on else 'none'}")
-    return lm.Config(poll_busy_s=poll, functions=functions, init_source=trace.init_source, notes=notes)
+    from skyloop.settings import Settings as _S
+    from skyloop.turns import hot_wait
+
+    hot = float(_S.model_fields["hot_wait_s"].default)
+    notes.append(
+        f"hot wait: {hot:g} s (SKYLOOP_HOT_WAIT_S); a waiting model step reads the turn every "
+        f"{hot_wait.FAST_POLL_S * 1000:g} ms for {hot_wait.FAST_FOR_S:g} s (skyloop.turns.hot_wait)"
+    )
+    return lm.Config(
+        poll_busy_s=poll,
+        hot_poll_s=hot_wait.FAST_POLL_S,
+        functions=functions,
+        init_source=trace.init_source,
+        notes=notes,
+    )
 
 
 # ------------------------------------------------------------------------------------------ report

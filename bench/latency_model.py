@@ -185,6 +185,9 @@ class FunctionConfig(BaseModel):
 
 class Config(BaseModel):
     poll_busy_s: float  # the stream's poll interval while a turn runs (cloud)
+    hot_poll_s: float = (
+        0.02  # a hot wait's read interval while a fast client answers (skyloop.turns.hot_wait)
+    )
     functions: dict[str, FunctionConfig]  # the manifest's, by name; anything else is a user's tool
     init_source: str = ""
     notes: list[str] = Field(default_factory=list)
@@ -201,7 +204,18 @@ TOLERANCE_S = 0.005  # history timestamps are whole milliseconds, taken just bef
 class Hop(BaseModel):
     """One step of a turn's critical path, as it ran locally."""
 
-    kind: Literal["http", "invoke", "tool", "task", "transition", "sfn_start", "sfn_resume", "visibility"]
+    kind: Literal[
+        "http",
+        "invoke",
+        "continue",
+        "tool",
+        "task",
+        "transition",
+        "sfn_start",
+        "sfn_resume",
+        "hot_wait",
+        "visibility",
+    ]
     label: str
     segment: int
     function: str | None = None
@@ -290,6 +304,40 @@ def _task_hop(
                invocation=inv.request_id, state=state, calls=on_path, hidden=hidden, model_ms=model_ms)  # fmt: skip
 
 
+def _hot_wait_segment(turn: TurnTrace, post: HttpCall, api: Invocation, segment: int) -> list[Hop]:
+    """A client output picked up by the model step that waited for it (skyloop.turns.hot_wait).
+
+    The API records the output and hands nothing over; the invocation that
+    published the call and kept polling the turn sees it at its next read and
+    goes on in place: no invocation, no transition, no callback.
+    """
+    milestone = next(
+        (c for c in turn.sdk_calls if c.markers and c.op in WRITE_OPS and c.t0 >= api.t1 - TOLERANCE_S), None
+    )
+    if milestone is None or milestone.inv is None:
+        raise PathError(f"the API invocation of {post.label} handed over nothing and nothing followed it")
+    waiter = next(i for i in turn.invocations if i.request_id == milestone.inv)
+    if waiter.t0 > api.t0:
+        raise PathError(
+            f"the API invocation of {post.label} made no StartExecution / SendTaskSuccess call, and what "
+            f"followed ({waiter.function}) was not waiting for it"
+        )
+    after = [c for c in _calls_of(turn, waiter, until=milestone.t0) if c.t0 >= api.t1 - TOLERANCE_S]
+    while after and after[0].op == "GetItem":  # the polls up to the one that saw the output
+        after.pop(0)
+    on_path, hidden, model_ms = _split_model(turn, waiter, after)
+    shown = ", ".join(sorted(set(milestone.markers)))
+    return [
+        Hop(kind="invoke", label=f"API ({api.function})", segment=segment, function=api.function,
+            invocation=api.request_id, calls=_calls_of(turn, api)),
+        Hop(kind="hot_wait", label="the waiting model step reads the output", segment=segment),
+        Hop(kind="continue", label=f"CallModel goes on ({waiter.function})", segment=segment,
+            function=waiter.function, invocation=waiter.request_id, calls=on_path, hidden=hidden,
+            model_ms=model_ms),
+        Hop(kind="visibility", label=f"the stream shows {shown}", segment=segment),
+    ]  # fmt: skip
+
+
 def critical_path(turn: TurnTrace, functions: set[str]) -> list[Hop]:  # noqa: C901  (one walk, segment by segment)
     """Every hop from the first client request to the turn's last event being durable.
 
@@ -311,9 +359,10 @@ def critical_path(turn: TurnTrace, functions: set[str]) -> list[Hop]:  # noqa: C
         api = _api_invocation(turn, post)
         handoff = next((c for c in reversed(_calls_of(turn, api)) if (c.service, c.op) in HANDOFFS), None)
         if handoff is None:
-            raise PathError(
-                f"the API invocation of {post.label} made no StartExecution / SendTaskSuccess call"
-            )
+            hops.extend(_hot_wait_segment(turn, post, api, segment))
+            if set(hops[-1].label.removeprefix("the stream shows ").split(", ")) & TERMINAL_MARKERS:
+                break
+            continue
         calls = _calls_of(turn, api, until=handoff.t0)
         hops.append(Hop(kind="invoke", label=f"API ({api.function})", segment=segment, function=api.function,
                         invocation=api.request_id, calls=calls))  # fmt: skip
@@ -512,9 +561,10 @@ class _Pricer:
             line.detail = f"{line.detail}, {detail}" if line.detail else detail
 
     def invoke(self, hop: Hop) -> None:
-        self.add(
-            "Lambda invoke overhead", "server", self.figures.lambda_invoke_warm, detail=hop.function or ""
-        )
+        if hop.kind != "continue":  # a hot wait goes on in the invocation that waited
+            self.add(
+                "Lambda invoke overhead", "server", self.figures.lambda_invoke_warm, detail=hop.function or ""
+            )
         self.excluded["tool_ms_local"] += hop.own_ms
         self.excluded["model_ms_local"] += hop.model_ms
         counted, alongside = priced_calls(hop.calls, self.figures)
@@ -558,6 +608,9 @@ class _Pricer:
             self.add("Step Functions execution start", "server", f.sfn_execution_start)
         elif hop.kind == "sfn_resume":
             self.add("Step Functions callback resume", "server", f.sfn_callback_resume)
+        elif hop.kind == "hot_wait":
+            poll, q = self.config.hot_poll_s * 1000, f.dynamodb_read
+            self.add("hot wait: the next poll's read", "server", None, poll / 2 + q.p50_ms, poll + q.p99_ms)
         elif hop.kind == "visibility":
             poll, q = self.config.poll_busy_s * 1000, f.dynamodb_read
             shown = hop.label.removeprefix("the stream shows ")
@@ -580,7 +633,7 @@ def model_turn(
     """Price the critical path of ``turn``: warm, or as the first turn after idle (``cold``)."""
     pricer = _Pricer(turn, figures, config, start)
     for hop in critical_path(turn, set(config.functions)):
-        if hop.kind in ("invoke", "tool"):
+        if hop.kind in ("invoke", "continue", "tool"):
             pricer.invoke(hop)
         else:
             pricer.other(hop)

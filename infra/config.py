@@ -93,7 +93,9 @@ class StackConfig:
     """``prod``: keep data on delete (RETAIN + deletion protection); dev stacks tear down cleanly.
 
     ``lwa_layer_version``: the Lambda Web Adapter layer version (its releases page lists one per
-    region and architecture); ``lwa_layer_arn``: a layer to use instead, where AWS publishes none. ``alarm_topic_arn``: optional SNS topic the alarms notify.
+    region and architecture); ``lwa_layer_arn``: a layer to use instead, where AWS publishes none.
+    ``stream_concurrency``: reserved concurrency of the SSE stream function, so streams held open for
+    up to 14 minutes cannot take the concurrency the API and turn functions need (unset: no cap). ``alarm_topic_arn``: optional SNS topic the alarms notify.
     ``powertools_tracer``: also run Powertools' Tracer (boto3 subsegments) on top of Lambda's
     active X-Ray tracing; off by default because it adds about half a second of cold start.
     ``cors_origins``: browser origins allowed to call the API and the stream (CORS on the HTTP
@@ -110,6 +112,7 @@ class StackConfig:
     prod: bool = False
     lwa_layer_version: int = C.LWA_DEFAULT_LAYER_VERSION
     lwa_layer_arn: str | None = None
+    stream_concurrency: int | None = None
     alarm_topic_arn: str | None = None
     powertools_tracer: bool = False
     cors_origins: tuple[str, ...] = ()
@@ -154,6 +157,9 @@ class StackConfig:
             prod=_truthy(node.try_get_context(C.CTX_PROD) or False),
             lwa_layer_version=int(version) if version is not None else C.LWA_DEFAULT_LAYER_VERSION,
             lwa_layer_arn=node.try_get_context(C.CTX_LWA_LAYER_ARN) or None,
+            stream_concurrency=_positive(
+                C.CTX_STREAM_CONCURRENCY, node.try_get_context(C.CTX_STREAM_CONCURRENCY)
+            ),
             alarm_topic_arn=node.try_get_context(C.CTX_ALARM_TOPIC_ARN) or None,
             powertools_tracer=_truthy(node.try_get_context(C.CTX_POWERTOOLS_TRACER) or False),
             cors_origins=parse_origins(node.try_get_context(C.CTX_CORS_ORIGINS)),

@@ -89,6 +89,7 @@ LWA_LAYER_ACCOUNTS: dict[str, str] = {
     "cn-north-1": "041581134020",
     "cn-northwest-1": "069767869989",
 }
+CTX_STREAM_CONCURRENCY = "streamConcurrency"  # reserved concurrency of the SSE stream function (unset: none)
 CTX_LWA_LAYER_ARN = "lwaLayerArn"  # the adapter layer to use instead (a region without a published one)
 LWA_LAYER_NAME_ARM64 = "LambdaAdapterLayerArm64"
 LWA_DEFAULT_LAYER_VERSION = 25
@@ -131,18 +132,32 @@ EDGE_FUNCTION_NAME_MAX_LENGTH = 64
 API_THROTTLE_RATE_PER_S = 50
 API_THROTTLE_BURST = 100
 
+# ---------------------------------------------------------------- live channel (WebSocket API)
+LIVE_STAGE_NAME = "live"  # wss://<api>.execute-api.<region>.amazonaws.com/live
+LIVE_THROTTLE_RATE_PER_S = 100  # client frames (auth, subscribe, ping) per second, across connections
+LIVE_THROTTLE_BURST = 200
+# The fan-out's event source mapping on the table stream: bounded retries, then the failure queue.
+FANOUT_BATCH_SIZE = 100
+FANOUT_RETRY_ATTEMPTS = 3
+FANOUT_MAX_RECORD_AGE_S = 600  # a live event older than this is no longer worth pushing (the log has it)
+FANOUT_PARALLELIZATION = 4  # concurrent batches per shard; one session's records stay in order
+
 # ---------------------------------------------------------------- CORS (only with corsOrigins)
 # What a browser client sends and reads. Bearer tokens travel in Authorization, not cookies, so
 # credentials (cookies) stay disallowed.
 CORS_API_METHODS = ("GET", "POST", "PATCH", "DELETE")  # the REST routes' methods
 CORS_API_HEADERS = ("authorization", "content-type", "idempotency-key")
 CORS_API_EXPOSE_HEADERS = ("x-request-id",)
-CORS_STREAM_METHODS = ("GET",)
-CORS_STREAM_HEADERS = ("authorization", "last-event-id")
+CORS_STREAM_METHODS = ("GET", "POST")  # POST: the OpenAI paths the stream function hands to the API
+CORS_STREAM_HEADERS = ("authorization", "last-event-id", "content-type", "idempotency-key", "openai-beta")
 CORS_MAX_AGE_S = 600  # browsers cache a preflight answer this long
 
 # ---------------------------------------------------------------- edge
 STREAM_PATH_PATTERN = "/v1/sessions/*/stream"
+# OpenAI's Agents API serves streams on paths it also serves plain requests on (GET vs POST
+# .../events; POST /agents/sessions with stream: true): these go to the stream function whole, and it
+# hands what is not a stream to the API function (skyloop.stream.proxy).
+OPENAI_STREAM_PATH_PATTERNS = ("/openai/v1/agents/sessions", "/openai/v1/agents/sessions/*/events")
 # CloudFront signs function-URL requests (Origin Access Control) in the Authorization
 # header, replacing the viewer's. A viewer-request function copies the viewer's
 # Authorization into this header first, so the stream function can still read the
@@ -154,7 +169,7 @@ API_ORIGIN_READ_TIMEOUT_S = 30  # the HTTP API's own integration limit
 # ---------------------------------------------------------------- web console (S3 behind the same CloudFront)
 # Paths CloudFront sends to the HTTP API; the stream pattern goes first (to the function URL), and
 # every other path is the console's (the default behavior: the S3 bucket).
-API_PATH_PATTERNS = ("/v1/*", "/api/*", "/health", "/openapi.json")
+API_PATH_PATTERNS = ("/v1/*", "/openai/*", "/api/*", "/health", "/openapi.json")
 CONSOLE_INDEX = "index.html"
 CONSOLE_ASSETS_PATH_PATTERN = "/assets/*"  # Vite's content-hashed files
 CONSOLE_ASSETS_CACHE_CONTROL = "public, max-age=31536000, immutable"
@@ -175,4 +190,5 @@ CONSOLE_CONTENT_SECURITY_POLICY = (
 ALARM_PERIOD_MINUTES = 5
 FUNCTION_ERRORS_THRESHOLD = 1  # any unhandled error in 5 minutes
 THROTTLES_THRESHOLD = 1
+FANOUT_ITERATOR_AGE_MS = 60_000  # the live fan-out a minute behind the table stream
 FAILED_EXECUTIONS_THRESHOLD = 1

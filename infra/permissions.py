@@ -22,6 +22,13 @@ refuses to synthesize a function whose access nobody decided.
   - ``stream``: the bearer-token lookup and the session row (GetItem) and the
     event pages (Query). Read only.
 
+  - ``live``: the bearer-token lookup, the session row and its connection row (GetItem), the
+    replay's event pages (Query), a new connection row (PutItem), the principal and the set of
+    watched sessions on it (UpdateItem), a subscription with that set in one transaction (PutItem,
+    UpdateItem), an unsubscribe (DeleteItem) and a disconnect's cleanup (BatchWriteItem).
+  - ``push_fanout``: the subscriptions of a session (Query) and a gone connection's rows
+    (DeleteItem). Its stream reads are the event source mapping's, granted by the live construct.
+
   - ``reconcile_turns``: the sparse ``running_sessions`` index (Query), the session and its turn
     (GetItem), the wake-up claim and its release (UpdateItem), and the failure it records for a
     dead execution (a transaction: PutItem, UpdateItem, ConditionCheckItem). Never deletes.
@@ -41,7 +48,8 @@ refuses to synthesize a function whose access nobody decided.
   the turn steps get and put (appends and outputs; an MCP listing under ``agents/``) but never
   delete; the ``api`` also deletes and lists, because deleting a session deletes its prefix
   (ListObjectsV2 + DeleteObjects, which IAM authorizes as ``s3:DeleteObject`` per key) and
-  session files are listed and removed.
+  session files are listed and removed. The live channel's functions (``live``, ``push_fanout``) only
+  get: an event too large for its row is read back to be pushed.
 * ``SECRET_ACCESS``: Secrets Manager actions, by secret name pattern under the stack's prefix
   (``SKYLOOP_SECRETS_PREFIX``, ``skyloop.secrets``). The ``api`` creates the key secret of an
   agent on register and writes a new value when the key changes (CreateSecret, then
@@ -93,6 +101,17 @@ TABLE_ACCESS: dict[str, TableAccess] = {
     "run_tool": _TURN_STEP,
     # the turn steps' access, and the sparse index of running sessions it sweeps
     "reconcile_turns": TableAccess(actions=_TURN_STEP.actions, indexes=(INDEX_RUNNING,)),
+    "live": TableAccess(
+        actions=(
+            "dynamodb:GetItem",
+            "dynamodb:Query",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:BatchWriteItem",
+        )
+    ),
+    "push_fanout": TableAccess(actions=("dynamodb:Query", "dynamodb:DeleteItem")),
 }
 
 TURN_ACCESS: dict[str, tuple[TurnAction, ...]] = {
@@ -131,6 +150,8 @@ BLOB_ACCESS: dict[str, BlobAccess] = {
     "turn": _READ_WRITE,
     "run_tool": _READ_WRITE,
     "reconcile_turns": _READ,
+    "live": _READ,  # a replay reads events whose payload lives in the bucket
+    "push_fanout": _READ,  # as does a new event's
 }
 
 # ---------------------------------------------------------------------------------- secrets

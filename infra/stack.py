@@ -15,6 +15,7 @@ from infra.constructs.console import ConsoleSite
 from infra.constructs.edge import Edge
 from infra.constructs.functions import Functions
 from infra.constructs.http_api import HttpApi
+from infra.constructs.live import LiveChannel
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.reconciler import Reconciler
 from infra.constructs.smoke_tool import SmokeTool
@@ -67,6 +68,15 @@ class SkyloopStack(cdk.Stack):
         )
         self.api = HttpApi(self, "Api", handler=self.functions["api"], config=config, jwt=jwt)
         self.stream = Stream(self, "Stream", function=self.functions[streaming.name], config=config)
+        self.live = LiveChannel(
+            self,
+            "Live",
+            live=self.functions["live"],
+            fanout=self.functions["push_fanout"],
+            table=self.data.table,
+            config=config,
+        )
+        self.functions["api"].add_environment("SKYLOOP_LIVE_URL", self.live.url)  # /v1/info advertises it
         self.audit_query = logs.QueryDefinition(
             self,
             "AuditQuery",
@@ -94,6 +104,7 @@ class SkyloopStack(cdk.Stack):
             table=self.data.table,
             distribution=self.edge.distribution,
             config=config,
+            live=self.live,
         )
 
         cdk.CfnOutput(self, "EndpointUrl", value=self.edge.endpoint_url, description="The one HTTPS endpoint")
@@ -103,6 +114,7 @@ class SkyloopStack(cdk.Stack):
             value=f"{self.edge.endpoint_url}/",
             description="The web console (sign in with a bearer token, or OIDC when configured)",
         )
+        cdk.CfnOutput(self, "LiveUrl", value=self.live.url, description="The live channel (WebSocket)")
         cdk.CfnOutput(self, "TableName", value=self.data.table.table_name)
         cdk.CfnOutput(self, "StateMachineArn", value=self.turns.machine.state_machine_arn)
         cdk.CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard_name)
@@ -133,7 +145,8 @@ class SkyloopStack(cdk.Stack):
             self.functions,
             "AwsSolutions-IAM5[Resource::*]",
             "X-Ray tracing is active on every function; xray:PutTraceSegments and "
-            "xray:PutTelemetryRecords support no resource-level permissions.",
+            "xray:PutTelemetryRecords support no resource-level permissions, nor does "
+            "dynamodb:ListStreams, which the fan-out's table-stream event source needs.",
         )
         _ack(
             self.turns.machine,
@@ -217,6 +230,30 @@ class SkyloopStack(cdk.Stack):
             "With -c jwtAuthorizerOnApi=true an HTTP API JWT authorizer (no Lambda) is added as well.",
         )
         self._acknowledge_console_findings()
+        live_api_id = self.get_logical_id(self.live.api.node.default_child)  # type: ignore[arg-type]
+        _ack(
+            self.functions,
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:"
+            f"<{live_api_id}>/live/POST/@connections/*]",
+            "The live and push_fanout functions post to WebSocket connections whose ids API Gateway "
+            "assigns at connect time; the grant is ManageConnections on POST @connections of this one "
+            "API's live stage, nothing else.",
+        )
+        _ack(
+            self.live.api,
+            "AwsSolutions-APIG4",
+            "Browsers cannot send headers on a WebSocket and tokens must stay out of URLs (and logs), "
+            "so the client authenticates with its first frame: the live function checks the bearer "
+            "token or JWT exactly as the REST API does, and answers every frame of an "
+            "unauthenticated connection with an error; $connect alone grants nothing.",
+        )
+        _ack(
+            self.live.failures,
+            "AwsSolutions-SQS3",
+            "This queue is itself the on-failure destination of the fan-out's event source mapping "
+            "(it holds where failed stream batches were, not their data); a queue behind it would "
+            "have nothing to catch.",
+        )
         distribution = self.edge.distribution
         _ack(
             distribution,

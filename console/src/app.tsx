@@ -4,7 +4,6 @@ import { ApiError, api, getToken, setToken } from "./api";
 import { beginSignIn, completeSignIn } from "./oidc";
 import { navigate, onLinkClick, parse, useLocation } from "./router";
 import type { ConsoleConfig, Me, Page, ServerInfo, SessionRow } from "./types";
-import { mergePrices, type Price } from "./usage";
 import { AgentView, AgentsView } from "./views/agents";
 import { SessionView } from "./views/session";
 import { InboxView, SessionsView } from "./views/sessions";
@@ -13,7 +12,6 @@ export interface Ctx {
   me: Me;
   config: ConsoleConfig;
   info: ServerInfo;
-  prices: Record<string, Price>;
   inboxCount: number;
   refreshInbox: () => void;
 }
@@ -34,20 +32,10 @@ type Phase =
   | { kind: "ready"; me: Me; config: ConsoleConfig; info: ServerInfo }
   | { kind: "failed"; error: string };
 
-async function loadPrices(): Promise<Record<string, Price>> {
-  try {
-    const response = await fetch("/prices.json", { cache: "no-cache" });
-    return mergePrices(response.ok ? await response.json() : null);
-  } catch {
-    return mergePrices(null);
-  }
-}
-
 export function App() {
   const path = useLocation();
   const route = parse(path);
   const [phase, setPhase] = useState<Phase>({ kind: "loading" });
-  const [prices, setPrices] = useState<Record<string, Price>>(() => mergePrices(null));
   const [inboxCount, setInboxCount] = useState(0);
 
   const boot = useCallback(async (): Promise<void> => {
@@ -88,7 +76,6 @@ export function App() {
 
   useEffect(() => {
     void boot();
-    void loadPrices().then(setPrices);
   }, [boot]);
 
   const refreshInbox = useCallback((): void => {
@@ -147,7 +134,7 @@ export function App() {
     );
   }
 
-  const ctx: Ctx = { me: phase.me, config: phase.config, info: phase.info, prices, inboxCount, refreshInbox };
+  const ctx: Ctx = { me: phase.me, config: phase.config, info: phase.info, inboxCount, refreshInbox };
   const signOut = (): void => {
     setToken(null);
     setPhase({ kind: "signin", config: phase.config, error: null });

@@ -74,12 +74,16 @@ export interface Snapshot extends SessionRow {
 export interface TurnUsage extends Usage {
   response_id: string;
   created_at: number;
+  cost_usd: number | null;
 }
 
+/** GET /v1/sessions/{id}/usage: the server prices tokens (null without a price for the model). */
 export interface UsageReport {
   session_id: string;
   model: string | null;
+  price: { input: number; output: number } | null;
   usage: Usage;
+  cost_usd: number | null;
   turns: TurnUsage[];
 }
 

@@ -11,6 +11,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from skyloop import deps, prewarm
 from skyloop.observability import MetricUnit, logger, metrics, token_metrics, tracer
+from skyloop.settings import get_settings
 from skyloop.turns import steps
 from skyloop.turns.state import TurnStepInput
 
@@ -42,7 +43,13 @@ def _handle(event: dict, context: LambdaContext) -> dict:
         started = time.perf_counter()
         budget = steps.model_budget_s(context.get_remaining_time_in_millis())
         result = steps.call_model(
-            deps.store(), state, timeout_s=budget, secrets=deps.secrets(), report_usage=token_metrics
+            deps.store(),
+            state,
+            timeout_s=budget,
+            secrets=deps.secrets(),
+            report_usage=token_metrics,
+            hot_wait_s=get_settings().hot_wait_s,
+            remaining_s=lambda: context.get_remaining_time_in_millis() / 1000,
         )
         metrics.add_metric(
             name="ModelStepMs", unit=MetricUnit.Milliseconds, value=(time.perf_counter() - started) * 1000

@@ -40,6 +40,8 @@ NAME_RULES: dict[str, tuple[NameRule, ...]] = {
     "AWS::Lambda::Function": (NameRule("FunctionName", 1, 64, r"[a-zA-Z0-9_-]+"),),
     "AWS::Lambda::LayerVersion": (NameRule("LayerName", 1, 140, r"[a-zA-Z0-9_-]+"),),
     "AWS::Lambda::Permission": (),  # FunctionName there names the target function
+    "AWS::Lambda::EventSourceMapping": (),  # FunctionName there names the target function too
+    "AWS::SQS::QueuePolicy": (),  # no name of its own
     "AWS::Lambda::Url": (),
     "AWS::IAM::Role": (NameRule("RoleName", 1, 64, _IAM), NameRule("Path", 1, 512, r"/|/[!-~]+/")),
     "AWS::IAM::Policy": (NameRule("PolicyName", 1, 128, _IAM),),

@@ -6,6 +6,7 @@ import hashlib
 from typing import TYPE_CHECKING
 
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 
 from infra import constants as C
@@ -62,3 +63,40 @@ def stack_instance_suffix() -> str:
     """
     uuid = cdk.Fn.select(2, cdk.Fn.split("/", cdk.Aws.STACK_ID))
     return cdk.Fn.select(0, cdk.Fn.split("-", uuid))
+
+
+# ARNs one statement of a role's default (inline) policy may list, and per customer managed policy
+# beyond that: a role's inline policies share 10,240 characters and a managed policy holds 6,144
+# (white space not counted; infra/checks/template.py), and an ARN of a model or function is ~100.
+INLINE_ARNS_MAX = 40
+MANAGED_ARNS_PER_POLICY = 40
+MANAGED_POLICIES_MAX = 8  # of IAM's 10 per role, two left for the operator
+
+
+def grant_arns(
+    scope: Construct, construct_id: str, role: iam.IRole, actions: list[str], arns: list[str]
+) -> None:
+    """Grant ``actions`` on exactly ``arns``: in the role's own policy when they are few, else in customer
+    managed policies of at most :data:`MANAGED_ARNS_PER_POLICY` each.
+
+    CDK moves a role's default policy into a single "overflow" managed policy
+    when it outgrows the inline limit, and that one policy then passes IAM's
+    6,144 characters (a long ``bedrockModelArns`` list did), so the deploy fails.
+    """
+    if len(arns) <= INLINE_ARNS_MAX:
+        role.add_to_principal_policy(iam.PolicyStatement(actions=actions, resources=arns))
+        return
+    chunks = [arns[i : i + MANAGED_ARNS_PER_POLICY] for i in range(0, len(arns), MANAGED_ARNS_PER_POLICY)]
+    if len(chunks) > MANAGED_POLICIES_MAX:
+        raise ValueError(
+            f"{construct_id}: {len(arns)} ARNs need {len(chunks)} managed policies on one role; at most "
+            f"{MANAGED_POLICIES_MAX * MANAGED_ARNS_PER_POLICY} ARNs can be granted (list fewer, or use "
+            "inference profiles that cover several models)"
+        )
+    for n, chunk in enumerate(chunks):
+        iam.ManagedPolicy(
+            scope,
+            f"{construct_id}{n}",
+            roles=[role],
+            statements=[iam.PolicyStatement(actions=actions, resources=chunk)],
+        )

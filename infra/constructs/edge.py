@@ -1,12 +1,14 @@
 """Edge: one CloudFront distribution, the deployment's single HTTPS endpoint.
 
-``/v1/sessions/*/stream`` goes to the stream function URL; ``/v1/*``, ``/api/*``,
-``/health`` and ``/openapi.json`` to the HTTP API, uncached, with every method and
-viewer header except Host forwarded (so ``Authorization`` and ``Last-Event-ID`` reach
-the functions). Every other path is the web console's: its S3 bucket, read through
-Origin Access Control, cached, with security headers; a viewer-request function turns
-client routes (paths without a file extension) into ``/index.html``. One origin for the
-console and the API: no CORS.
+``/v1/sessions/*/stream`` and the OpenAI Agents API's stream paths
+(``C.OPENAI_STREAM_PATH_PATTERNS``: the stream function hands their plain
+requests on to the API function) go to the stream function URL; ``/v1/*``,
+``/openai/*``, ``/api/*``, ``/health`` and ``/openapi.json`` to the HTTP API. Those
+are uncached, with every method and viewer header except Host forwarded (so
+``Authorization`` and ``Last-Event-ID`` reach the functions). Every other path is the
+web console's: its S3 bucket, read through Origin Access Control, cached, with security
+headers; a viewer-request function turns client routes (paths without a file
+extension) into ``/index.html``. One origin for the console and the API: no CORS.
 """
 
 from __future__ import annotations
@@ -168,6 +170,26 @@ class Edge(Construct):
         api_behavior = cloudfront.BehaviorOptions(
             origin=api_origin, allowed_methods=cloudfront.AllowedMethods.ALLOW_ALL, **uncached
         )
+        stream_behavior = cloudfront.BehaviorOptions(
+            origin=stream_origin,
+            allowed_methods=cloudfront.AllowedMethods.ALLOW_ALL,
+            function_associations=[
+                cloudfront.FunctionAssociation(
+                    function=self.copy_authorization,
+                    event_type=cloudfront.FunctionEventType.VIEWER_REQUEST,
+                )
+            ],
+            **uncached,
+        )
+        # First match wins: the stream patterns before /v1/* and /openai/*, then the API's paths,
+        # then the console's hashed assets; everything else is the console (the default).
+        behaviors: dict[str, cloudfront.BehaviorOptions] = {
+            **dict.fromkeys((C.STREAM_PATH_PATTERN, *C.OPENAI_STREAM_PATH_PATTERNS), stream_behavior),
+            **dict.fromkeys(C.API_PATH_PATTERNS, api_behavior),
+            C.CONSOLE_ASSETS_PATH_PATTERN: cloudfront.BehaviorOptions(
+                response_headers_policy=self.asset_headers, **console_cached
+            ),
+        }
         self.distribution = cloudfront.Distribution(
             self,
             "Distribution",
@@ -185,24 +207,7 @@ class Edge(Construct):
                     )
                 ],
             ),
-            # first match wins: the stream pattern before /v1/*
-            additional_behaviors={
-                C.STREAM_PATH_PATTERN: cloudfront.BehaviorOptions(
-                    origin=stream_origin,
-                    allowed_methods=cloudfront.AllowedMethods.ALLOW_ALL,
-                    function_associations=[
-                        cloudfront.FunctionAssociation(
-                            function=self.copy_authorization,
-                            event_type=cloudfront.FunctionEventType.VIEWER_REQUEST,
-                        )
-                    ],
-                    **uncached,
-                ),
-                **dict.fromkeys(C.API_PATH_PATTERNS, api_behavior),
-                C.CONSOLE_ASSETS_PATH_PATTERN: cloudfront.BehaviorOptions(
-                    response_headers_policy=self.asset_headers, **console_cached
-                ),
-            },
+            additional_behaviors=behaviors,
         )
 
     @property

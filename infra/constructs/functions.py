@@ -11,7 +11,7 @@ from constructs import Construct
 
 from infra import assets, permissions
 from infra import constants as C
-from infra.constructs._common import new_log_group, pascal, removal_policy
+from infra.constructs._common import grant_arns, new_log_group, pascal, removal_policy
 from skyloop.manifest import FUNCTIONS
 
 if TYPE_CHECKING:
@@ -136,6 +136,7 @@ class Functions(Construct):
             self.log_groups[spec.name] = log_group
         self._grant_bedrock(config)
         self._prewarm()
+        self._proxies()
 
     def _prewarm(self) -> None:
         """``prewarm`` targets of the manifest: their names in ``SKYLOOP_PREWARM`` and the right to invoke
@@ -150,6 +151,19 @@ class Functions(Construct):
                 iam.PolicyStatement(
                     actions=["lambda:InvokeFunction"], resources=[t.function_arn for t in targets]
                 )
+            )
+
+    def _proxies(self) -> None:
+        """``proxies_to``: the target's name in ``SKYLOOP_API_FUNCTION`` and the right to invoke exactly it."""
+        for spec in FUNCTIONS:
+            if spec.proxies_to is None:
+                continue
+            fn, target = self.by_name[spec.name], self.by_name[spec.proxies_to]
+            fn.add_environment("SKYLOOP_API_FUNCTION", target.function_name)
+            if spec.proxies_to in spec.prewarm:
+                continue  # the warm-up's grant is exactly this one already
+            fn.add_to_role_policy(
+                iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[target.function_arn])
             )
 
     def _grant_blobs(self, fn: lambda_.Function, name: str, bucket: s3.IBucket) -> None:
@@ -206,11 +220,14 @@ class Functions(Construct):
         """``bedrockModelArns``: the turn function (its model calls) may invoke exactly those models and profiles (none by default)."""
         if not config.bedrock_model_arns:
             return
-        self.by_name["turn"].add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"],
-                resources=list(config.bedrock_model_arns),
-            )
+        role = self.by_name["turn"].role
+        assert role is not None
+        grant_arns(
+            self,
+            "TurnBedrockModels",
+            role,
+            ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"],
+            list(config.bedrock_model_arns),
         )
 
     def __getitem__(self, name: str) -> lambda_.Function:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from aws_cdk import aws_stepfunctions as sfn
 
     from infra.config import StackConfig
+    from infra.constructs.live import LiveChannel
 
 PERIOD = cdk.Duration.minutes(C.ALARM_PERIOD_MINUTES)
 
@@ -42,6 +43,7 @@ class Monitoring(Construct):
         table: dynamodb.Table,
         distribution: cloudfront.Distribution,
         config: StackConfig,
+        live: LiveChannel | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: list[cw.Alarm] = []
@@ -71,6 +73,23 @@ class Monitoring(Construct):
             C.FUNCTION_ERRORS_THRESHOLD,
             "The HTTP API answered 5xx",
         )
+        if live is not None:
+            self._alarm(
+                "LiveFanoutLagging",
+                functions["push_fanout"].metric(
+                    "IteratorAge", period=PERIOD, statistic="Maximum", unit=cw.Unit.MILLISECONDS
+                ),
+                C.FANOUT_ITERATOR_AGE_MS,
+                "The live channel's fan-out is behind the table stream (viewers see events late)",
+            )
+            self._alarm(
+                "LiveFanoutGaveUp",
+                live.failures.metric_approximate_number_of_messages_visible(
+                    period=PERIOD, statistic="Maximum"
+                ),
+                1,
+                "The fan-out gave up on stream records after its retries (clients re-subscribe to heal)",
+            )
         if config.alarm_topic_arn:
             topic = sns.Topic.from_topic_arn(self, "AlarmTopic", config.alarm_topic_arn)
             for alarm in self.alarms:

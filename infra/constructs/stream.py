@@ -84,6 +84,15 @@ def _cors(config: StackConfig) -> lambda_.FunctionUrlCorsOptions | None:
     )
 
 
+STREAM_CONCURRENCY_WARNING = (
+    "the SSE stream function has no reserved concurrency: each open stream holds one execution for up "
+    "to 14 minutes, so enough open streams can take the account's concurrency from the API and turn "
+    "functions (throttled requests and turns). Set -c streamConcurrency=N (docs/deploy.md, "
+    "'Concurrency'); it is not set by default because accounts with a small concurrency quota cannot "
+    "reserve any. The SDK and console watch idle sessions over the live channel instead."
+)
+
+
 class Stream(Construct):
     """Python has no native response streaming: ``run.sh`` starts uvicorn with the ASGI app and
     the adapter (``/opt/bootstrap``) relays it in ``response_stream`` mode.
@@ -108,8 +117,21 @@ class Stream(Construct):
             "AWS_LWA_READINESS_CHECK_PATH": C.LWA_READINESS_CHECK_PATH,
         }.items():
             function.add_environment(key, value)
+        self._cap_concurrency(function, config)
         self.url = function.add_function_url(
             auth_type=lambda_.FunctionUrlAuthType.AWS_IAM,
             invoke_mode=lambda_.InvokeMode.RESPONSE_STREAM,
             cors=_cors(config),
         )
+
+    def _cap_concurrency(self, function: lambda_.Function, config: StackConfig) -> None:
+        """``streamConcurrency``: at most that many open streams; the rest of the account's concurrency
+        stays for the functions that run requests and turns."""
+        if config.stream_concurrency is None:
+            cdk.Annotations.of(function).add_warning_v2(
+                "skyloop:streamConcurrency", STREAM_CONCURRENCY_WARNING
+            )
+            return
+        cfn = function.node.default_child
+        assert isinstance(cfn, lambda_.CfnFunction)
+        cfn.reserved_concurrent_executions = config.stream_concurrency

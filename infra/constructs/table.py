@@ -19,7 +19,7 @@ def _string(name: str) -> dynamodb.Attribute:
 
 
 class SessionTable(Construct):
-    """On-demand, TTL on the event retention attribute, point-in-time recovery.
+    """On-demand, TTL on the event retention attribute, point-in-time recovery, a stream of new images.
 
     ``prod`` keeps the table (and its data) when the stack is deleted; dev
     stacks delete it so a teardown leaves nothing behind.
@@ -35,6 +35,9 @@ class SessionTable(Construct):
             sort_key=_string(schema.SK),
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
             time_to_live_attribute=schema.TTL_ATTRIBUTE,
+            # new images of every write: the live channel's fan-out (and later lifecycle publishing)
+            # each consume it through an event source mapping of their own
+            stream=dynamodb.StreamViewType.NEW_IMAGE,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
             ),

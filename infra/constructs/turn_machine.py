@@ -13,7 +13,7 @@ from constructs import Construct
 
 from infra import constants as C
 from infra import permissions
-from infra.constructs._common import new_log_group, pascal, removal_policy, stack_instance_suffix
+from infra.constructs._common import grant_arns, new_log_group, pascal, removal_policy, stack_instance_suffix
 from skyloop.manifest import ASL_PATH, FUNCTIONS, asl_substitutions
 
 if TYPE_CHECKING:
@@ -127,9 +127,7 @@ class TurnMachine(Construct):
         # The stack's own tools (``tool_functions``: the smoke echo) come on top of them.
         tool_arns = [f.function_arn for f in tool_functions] + list(config.lambda_tool_arns)
         if tool_arns:
-            self.machine.add_to_role_policy(
-                iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=tool_arns)
-            )
+            grant_arns(self, "LambdaTools", self.machine.role, ["lambda:InvokeFunction"], tool_arns)
 
         step_names = {f.name for f in FUNCTIONS if f.asl_key}
         for name, actions in permissions.TURN_ACCESS.items():

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from skyloop.secrets import SecretsManagerStore
     from skyloop.sessions import Runners
     from skyloop.store import DynamoStore
+    from skyloop.store.dynamodb.live import LiveRecords
     from skyloop.turns.engine import StepFunctionsEngine
 
 
@@ -34,6 +35,17 @@ def store() -> DynamoStore:
     settings = get_settings()
     blobs = S3Blobs(client("s3"), settings.blob_bucket) if settings.blob_bucket else None
     return DynamoStore(settings.table_name, client("dynamodb"), event_ttl_s=settings.event_ttl_s, blobs=blobs)
+
+
+@lru_cache(maxsize=1)
+def live_records() -> LiveRecords:
+    """Live connections and subscriptions (the cloud's ``live`` and ``push_fanout`` functions)."""
+    from skyloop.store.blobs import S3Blobs
+    from skyloop.store.dynamodb.live import LiveRecords
+
+    settings = get_settings()
+    blobs = S3Blobs(client("s3"), settings.blob_bucket) if settings.blob_bucket else None
+    return LiveRecords(settings.table_name, client("dynamodb"), event_ttl_s=settings.event_ttl_s, blobs=blobs)
 
 
 @lru_cache(maxsize=1)
@@ -74,6 +86,7 @@ def reset() -> None:
     """Forget cached clients and settings (tests switch environments between cases)."""
     client.cache_clear()
     store.cache_clear()
+    live_records.cache_clear()
     secrets.cache_clear()
     engine.cache_clear()
     runners.cache_clear()

@@ -30,6 +30,11 @@ def server_time() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def stream_payload(seq: int, type_: str, data: dict[str, Any]) -> dict[str, Any]:
+    """A stored event as every stream sends it (SSE ``data:`` and the live channel's ``event``)."""
+    return {"type": type_, **data, "sequence_number": seq}
+
+
 def heartbeat() -> dict[str, Any]:
     return {"type": SESSION_HEARTBEAT, "sequence_number": None, "server_time": server_time()}
 

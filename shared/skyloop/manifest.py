@@ -27,6 +27,20 @@ class FunctionSpec(BaseModel):
     scheduled: bool = False  # run on a schedule (EventBridge in the cloud, a thread locally), not by the ASL
     # functions this one warms as its environment starts (skyloop.prewarm): what a turn needs next
     prewarm: tuple[str, ...] = ()
+    # the most modules importing the handler may load (the built artifacts, tracer off): cold start is
+    # mostly import, so a new module-level import must be a decision (tests/infra/test_artifacts.py)
+    import_budget: int = 600
+    # cloud only: the live channel's WebSocket routes and the table stream's fan-out; the local stack
+    # serves the same protocol in its own process (skyloop.live.local) and creates no function for them
+    cloud_only: bool = False
+
+    @property
+    def local(self) -> bool:
+        """Whether the local stack creates it as a moto Lambda function (streaming: mounted as ASGI)."""
+        return not (self.streaming or self.cloud_only)
+
+    # the function this one hands requests to (skyloop.stream.proxy): its name in SKYLOOP_API_FUNCTION
+    proxies_to: str | None = None
 
     @property
     def code_dir(self) -> Path:
@@ -43,6 +57,7 @@ class FunctionSpec(BaseModel):
 FUNCTIONS: tuple[FunctionSpec, ...] = (
     FunctionSpec(
         name="api",
+        import_budget=720,
         memory_mb=512,
         timeout_s=29,
         prewarm=("turn",),
@@ -50,15 +65,18 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
     ),
     FunctionSpec(
         name="stream",
+        import_budget=610,
         handler="run.sh",
         memory_mb=256,
         timeout_s=900,
         streaming=True,
         prewarm=("api", "turn"),  # a client opens the stream first, then posts
+        proxies_to="api",  # the OpenAI Agents API's plain requests on its stream paths
         description="SSE stream of a session's events (Lambda Web Adapter, RESPONSE_STREAM)",
     ),
     FunctionSpec(
         name="turn",
+        import_budget=590,
         memory_mb=512,
         timeout_s=900,
         asl_key="Turn",
@@ -66,13 +84,31 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
     ),
     FunctionSpec(
         name="run_tool",
+        import_budget=585,
         memory_mb=256,
         timeout_s=330,  # an MCP call may take its tool's timeout (at most 300 s) plus recording
         asl_key="RunTool",
         description="Turn step: prepare and record one server tool call (runs MCP calls itself)",
     ),
     FunctionSpec(
+        name="live",
+        import_budget=585,
+        memory_mb=256,
+        timeout_s=60,  # a subscribe may replay a long log (API Gateway stops waiting after 29 s; posts go on)
+        cloud_only=True,
+        description="Live channel: WebSocket $connect, $disconnect and frames (auth, subscribe, replay)",
+    ),
+    FunctionSpec(
+        name="push_fanout",
+        import_budget=580,
+        memory_mb=256,
+        timeout_s=60,
+        cloud_only=True,
+        description="Live channel: new events from the table stream, posted to their subscribers",
+    ),
+    FunctionSpec(
         name="reconcile_turns",
+        import_budget=585,
         memory_mb=256,
         timeout_s=120,
         scheduled=True,

@@ -482,18 +482,38 @@ USAGE_TURNS = 200  # the newest turns a usage report lists
 
 
 def usage_report(store: Store, session: Session) -> dict[str, Any]:
-    """The session's token totals and its newest turns' usage, oldest first (one query).
+    """The session's tokens and spend, and its newest turns', oldest first (one query).
 
-    ``model`` is what the session's next call uses (override, else the agent's), for pricing.
+    ``price`` (USD per million tokens) is :mod:`skyloop.pricing`'s for the model the session
+    calls (override, else the agent's); without one the report has tokens and no money
+    (``cost_usd`` null), as the web console then shows.
     """
-    turns = store.list_turn_usage(session.id)[-USAGE_TURNS:]
+    from skyloop import pricing
+
+    turns = store.list_turns(session.id)[-USAGE_TURNS:]
     agent = _agent_or_none(store, session.agent_id)
+    model = session.model_override or (agent.spec.executor.model if agent else None)
+    price = pricing.price_of(agent.spec.executor, model) if agent else None
+
+    def usd(micros: int) -> float | None:
+        return micros / 1_000_000 if price is not None else None
+
     return {
         "object": "session.usage",
         "session_id": session.id,
-        "model": session.model_override or (agent.spec.executor.model if agent else None),
+        "model": model,
+        "price": price.model_dump() if price is not None else None,
         "usage": token_usage(session.input_tokens, session.output_tokens),
-        "turns": [t.to_api() for t in turns],
+        "cost_usd": usd(session.spend_micros),
+        "turns": [
+            {
+                "response_id": t.response_id,
+                "created_at": t.created_at,
+                **t.usage(),
+                "cost_usd": usd(t.spend_micros),
+            }
+            for t in turns
+        ],
     }
 
 

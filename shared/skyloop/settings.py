@@ -53,9 +53,24 @@ class Settings(BaseModel):
     # private, comma-separated; the local stack sets allow_loopback.
     outbound_allow: str = Field(default="", alias="SKYLOOP_OUTBOUND_ALLOW")
     outbound_allow_loopback: bool = Field(default=False, alias="SKYLOOP_OUTBOUND_ALLOW_LOOPBACK")
+    # How long a model step that asked for client tools waits for their outputs itself (publishing the
+    # calls, polling the turn) before the turn parks on a task token; 0: park at once (skyloop.turns.hot_wait).
+    hot_wait_s: float = Field(default=10.0, ge=0, le=60, alias="SKYLOOP_HOT_WAIT_S")
     # Functions to warm as this one cold-starts (comma-separated names; read by skyloop.prewarm itself,
     # before anything else is imported, and listed here so every SKYLOOP_ variable has one home).
     prewarm: str = Field(default="", alias="SKYLOOP_PREWARM")
+    # The live channel (skyloop.live): the WebSocket URL /v1/info advertises to clients (a path such as
+    # /v1/live means "on this host", as the local stack serves it), and the stage's management endpoint
+    # the live and fan-out functions post through (https://<api>.execute-api.<region>.amazonaws.com/<stage>).
+    live_url: str | None = Field(default=None, min_length=1, alias="SKYLOOP_LIVE_URL")
+    live_endpoint: str | None = Field(default=None, min_length=1, alias="SKYLOOP_LIVE_ENDPOINT")
+    # OpenAI's Agents API (skyloop.openai_compat): the executor a bare model name runs on (JSON, no key),
+    # model prices for spend control (skyloop.pricing), and the API function the stream function hands
+    # requests on the OpenAI paths to (skyloop.stream.proxy). Each is read by its module; listed here so
+    # every SKYLOOP_ variable has one home.
+    default_executor: str = Field(default="", alias="SKYLOOP_DEFAULT_EXECUTOR")
+    model_prices: str = Field(default="", alias="SKYLOOP_MODEL_PRICES")
+    api_function: str = Field(default="", alias="SKYLOOP_API_FUNCTION")
 
     @classmethod
     def from_env(cls) -> Settings:

@@ -98,3 +98,27 @@ def test_token_cli_creates_and_revokes(secured: tuple[str, str, str]) -> None:
     )
     assert again.returncode == 1
     assert "no token" in again.stderr
+
+
+def test_live_channel_takes_the_token_in_a_frame(secured: tuple[str, str, str]) -> None:
+    from skyloop.client import Client, SessionHeartbeat
+    from tests.e2e.test_live import LiveSocket
+
+    url, token, _ = secured
+    headers = {"Authorization": f"Bearer {token}"}
+    session_id = httpx.get(f"{url}/v1/sessions", headers=headers, params={"limit": 1}).json()["data"][0]["id"]
+    with LiveSocket(url) as live:  # /v1/info is open: clients find the channel before signing in
+        # Given no auth frame yet, a subscribe is refused and nothing follows
+        assert live.subscribe(session_id, 0)["code"] == "unauthorized"
+        # And a wrong token is refused
+        live.send({"action": "auth", "token": "sky_wrong"})
+        assert live.read_until(lambda f: True)["code"] == "unauthorized"
+        assert live.subscribe(session_id, 0)["code"] == "unauthorized"
+        # When the right token is sent in a frame (never in the URL)
+        live.send({"action": "auth", "token": token})
+        assert live.read_until(lambda f: True) == {"type": "authenticated", "principal": "local"}
+        # Then the session can be watched
+        assert live.subscribe(session_id, 0)["type"] == "subscribed"
+    # And the SDK does the same with its configured token
+    with Client(url, token=token) as client, client.watch(session_id, after=0) as events:
+        assert isinstance(next(events), SessionHeartbeat)

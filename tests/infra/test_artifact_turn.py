@@ -192,6 +192,9 @@ class Artifacts:
             # no warm-ups here: every invocation is a cold start of its own anyway (tests/integration
             # test_prewarm sends them through Lambda)
             "SKYLOOP_PREWARM": "",
+            # the live channel's stage (this turn watches over SSE; nothing posts to it)
+            "SKYLOOP_LIVE_URL": "wss://live.execute-api.us-east-1.amazonaws.com/live",
+            "SKYLOOP_LIVE_ENDPOINT": "https://live.execute-api.us-east-1.amazonaws.com/live",
         }
         env: dict[str, str] = {}
         for key, value in variables.items():

@@ -58,8 +58,22 @@ print(json.dumps({
     "skyloop": files.get("skyloop"),
     "tracer": type(observability.tracer).__name__ if observability else None,
     "xray": "aws_xray_sdk.core" in sys.modules,
+    "modules": sorted(sys.modules),
 }))
 """
+
+
+# Packages no handler may import at module level: each costs a cold start tens to hundreds of
+# milliseconds and is imported where it is first used (the model call, an MCP tool, a JWT, a bundle).
+_HEAVY = frozenset(
+    {"openai", "httpx", "mcp", "jwt", "cryptography", "websockets", "yaml", "uvicorn", "starlette"}
+)
+DEFERRED: dict[str, frozenset[str]] = {
+    f.name: _HEAVY
+    - ({"uvicorn", "starlette", "anyio"} if f.streaming else set())
+    - ({"yaml"} if f.name == "api" else set())
+    for f in manifest.FUNCTIONS
+}
 
 
 def _entry_points(code: Path, spec: manifest.FunctionSpec) -> list[str]:
@@ -138,6 +152,13 @@ def test_handler_imports_from_the_artifacts_alone(
     assert report["skyloop"].startswith(str(code))
     # And every module of the artifacts found its 3.12 bytecode
     assert report["uncached"] == []
+    # And the import stays within the function's budget: no package its cold start defers, and no more
+    # modules than the manifest allows (a new import at module level shows up here, not in production)
+    if not tracer:
+        loaded = {m.split(".")[0] for m in report["modules"]}
+        assert not loaded & DEFERRED[spec.name], sorted(loaded & DEFERRED[spec.name])
+        print(f"{spec.name}: {len(report['modules'])} modules at import (budget {spec.import_budget})")
+        assert len(report["modules"]) <= spec.import_budget, (len(report["modules"]), spec.import_budget)
     # And the handlers' tracer is Powertools' (X-Ray SDK loaded) exactly when the switch is on;
     # the stream app traces through Lambda's active tracing only
     if spec.streaming:

@@ -43,6 +43,13 @@ ACKNOWLEDGED = {
         )
         for name in ("agents/*/api_key", "tools/*")
     ),
+    (
+        "/Skyloop/Functions",
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:"
+        "<LiveApi149456B6>/live/POST/@connections/*]",
+    ),
+    ("/Skyloop/Live/Api", "AwsSolutions-APIG4"),
+    ("/Skyloop/Live/FanoutFailures", "AwsSolutions-SQS3"),
     ("/Skyloop/Blobs/Bucket", "AwsSolutions-S1"),
     # the web console: its bucket, and CDK's BucketDeployment handler that uploads console/dist
     ("/Skyloop/Console/Bucket", "AwsSolutions-S1"),

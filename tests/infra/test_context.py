@@ -58,6 +58,7 @@ def prod_template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 "quotaTurnsPerMinute": "30",
                 "quotaSessions": "100",
                 "outboundAllow": "10.0.0.0/8, models.internal",
+                "streamConcurrency": "200",
             },
         )
         env = cdk.Environment(account="123456789012", region="eu-west-1")
@@ -214,7 +215,11 @@ def test_a_malformed_cors_origin_stops_synth(bad: str) -> None:
 
 def test_cors_on_the_http_api_allows_exactly_the_listed_origins(prod_template: dict[str, Any]) -> None:
     # Given corsOrigins with two origins
-    _, api = one(prod_template, "AWS::ApiGatewayV2::Api")
+    (api,) = [
+        a
+        for a in resources(prod_template, "AWS::ApiGatewayV2::Api").values()
+        if a["Properties"]["ProtocolType"] == "HTTP"
+    ]
     cors = api["Properties"]["CorsConfiguration"]
     # Then the HTTP API answers preflights for them, with the methods and headers the REST API uses
     assert cors["AllowOrigins"] == list(ORIGINS)
@@ -230,8 +235,14 @@ def test_cors_on_the_stream_url_allows_the_listed_origins(prod_template: dict[st
     cors = url["Properties"]["Cors"]
     # Then a browser may open the stream with its bearer token and resume with Last-Event-ID
     assert cors["AllowOrigins"] == list(ORIGINS)
-    assert cors["AllowMethods"] == ["GET"]
-    assert set(cors["AllowHeaders"]) == {"authorization", "last-event-id"}
+    assert cors["AllowMethods"] == ["GET", "POST"]  # POST: the OpenAI paths handed on to the API
+    assert set(cors["AllowHeaders"]) == {
+        "authorization",
+        "last-event-id",
+        "content-type",
+        "idempotency-key",
+        "openai-beta",
+    }
     assert cors["AllowCredentials"] is False
 
 
@@ -419,7 +430,9 @@ def test_jwt_authorizer_on_the_api_checks_the_same_issuer_and_audience(prod_temp
     api_env = function(prod_template, "api")[1]["Properties"]["Environment"]["Variables"]
     assert props["JwtConfiguration"]["Audience"] == [api_env["SKYLOOP_JWT_AUDIENCE"]]
     assert props["JwtConfiguration"]["Issuer"] == api_env["SKYLOOP_JWT_ISSUER"]
-    _, route = one(prod_template, "AWS::ApiGatewayV2::Route")
+    _, route = by_prefix(
+        prod_template, "AWS::ApiGatewayV2::Route", "ApiDefaultRoute"
+    )  # the HTTP API's one route
     assert route["Properties"]["AuthorizationType"] == "JWT"
 
 
@@ -494,3 +507,22 @@ def test_inconsistent_sign_in_or_quota_context_stops_synth(context: dict[str, st
 
     with pytest.raises(ValueError, match=r"jwt|cognito|quota"):
         StackConfig.from_context(cdk.App(context=context).node)
+
+
+def test_stream_concurrency_caps_the_stream_function_alone(
+    prod_template: dict[str, Any], template_json: dict[str, Any]
+) -> None:
+    # Given -c streamConcurrency=200: the stream function may hold at most 200 executions
+    for spec in manifest.FUNCTIONS:
+        reserved = function(prod_template, spec.name)[1]["Properties"].get("ReservedConcurrentExecutions")
+        assert reserved == (200 if spec.streaming else None), spec.name
+    # And without it nothing is reserved (an account with a small quota could not deploy)
+    for spec in manifest.FUNCTIONS:
+        assert "ReservedConcurrentExecutions" not in function(template_json, spec.name)[1]["Properties"]
+
+
+def test_stream_concurrency_must_be_a_positive_integer() -> None:
+    import aws_cdk as cdk
+
+    with pytest.raises(ValueError, match="streamConcurrency"):
+        StackConfig.from_context(cdk.App(context={"streamConcurrency": "0"}).node)

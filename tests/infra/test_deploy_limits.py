@@ -510,12 +510,15 @@ def test_a_description_over_1024_bytes(cfn: Template, assets: dict[str, Path]) -
 
 # ---------------------------------------------------------------- wiring: synth refuses
 def test_synth_exits_1_listing_what_aws_would_refuse(tmp_path: Path) -> None:
-    # Given a prod-like configuration with 120 inference profiles for the model step (each ARN is
-    # granted to its role: one statement of about 10,000 characters)
+    # Given a prod-like configuration with 120 inference profiles for the model step (they used to
+    # overflow the turn role's policy into one managed policy over IAM's 6,144 characters: now they are
+    # granted in managed policies of 40), and an outbound allow-list every function carries in its
+    # environment that is longer than Lambda's 4 KB for all its variables
     models = [
         f"arn:aws:bedrock:eu-west-1:123456789012:inference-profile/eu.vendor.model-{i:03d}-v1:0"
         for i in range(120)
     ]
+    hosts = [f"models-{i:03d}.inference.internal.example.com" for i in range(100)]
     context = {
         "prod": "true",
         "lwaLayerVersion": 25,
@@ -524,7 +527,7 @@ def test_synth_exits_1_listing_what_aws_would_refuse(tmp_path: Path) -> None:
         "jwtAuthorizerOnApi": "true",
         "corsOrigins": "https://app.example.com",
         "quotaRunningTurns": "2",
-        "outboundAllow": "10.0.0.0/8",
+        "outboundAllow": ",".join(hosts),
         "lambdaToolArns": "arn:aws:lambda:eu-west-1:123456789012:function:refund",
         "bedrockModelArns": models,
     }
@@ -543,10 +546,21 @@ def test_synth_exits_1_listing_what_aws_would_refuse(tmp_path: Path) -> None:
         timeout=240,
         check=False,
     )
-    # Then synth fails, naming the policy CDK split off, the rule and the limit, and nothing else
+    # Then synth fails, naming each function whose environment is too large, and nothing else (no
+    # policy over its limit)
     assert proc.returncode == 1, proc.stderr[-3000:]
     listed = [line.strip() for line in proc.stderr.splitlines() if line.strip().startswith("[")]
-    assert len(listed) == 1, proc.stderr[-3000:]
-    assert listed[0].startswith("[iam/managed-policy-size] Skyloop FunctionsTurnRoleOverflowPolicy")
-    assert "6,144" in listed[0]
+    assert listed, proc.stderr[-3000:]
+    assert all(line.startswith("[lambda/env-size] ") for line in listed), listed
+    assert any("Turn" in line for line in listed), listed
+    assert "4,096" in listed[0]
     assert "synth stops here" in proc.stderr
+    # And the 120 models went to the turn role in three managed policies of 40, each within its limit
+    template = json.loads((tmp_path / "cdk.out" / "Skyloop.template.json").read_text())
+    managed = [
+        r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::IAM::ManagedPolicy" and "bedrock:InvokeModel" in json.dumps(r)
+    ]
+    assert sorted(len(p["PolicyDocument"]["Statement"][0]["Resource"]) for p in managed) == [40, 40, 40]
+    assert all(len(p["Roles"]) == 1 and "FunctionsTurnRole" in json.dumps(p["Roles"]) for p in managed)

@@ -56,6 +56,23 @@ def _bucket_id(t: Template) -> str:
     return by_prefix(t, "AWS::S3::Bucket", "BlobsBucket")[0]
 
 
+def _http_api(t: Template) -> tuple[str, dict[str, Any]]:
+    """The HTTP API (the live channel's WebSocket API is tests/infra/test_live_stack.py's)."""
+    found = {
+        k: r
+        for k, r in resources(t, "AWS::ApiGatewayV2::Api").items()
+        if r["Properties"]["ProtocolType"] == "HTTP"
+    }
+    assert len(found) == 1, sorted(found)
+    return next(iter(found.items()))
+
+
+def _of_api(t: Template, type_: str, api_id: str) -> tuple[str, dict[str, Any]]:
+    found = {k: r for k, r in resources(t, type_).items() if r["Properties"].get("ApiId") == {"Ref": api_id}}
+    assert len(found) == 1, f"expected one {type_} of {api_id}, found {sorted(found)}"
+    return next(iter(found.items()))
+
+
 def _machine_id(t: Template) -> str:
     return one(t, "AWS::StepFunctions::StateMachine")[0]
 
@@ -156,6 +173,8 @@ EXPECTED_BLOB_ACTIONS = {
     "stream": BLOB_READ,
     RECONCILER.name: BLOB_READ,
     **{name: BLOB_READ_WRITE for name in STEP_NAMES},
+    "live": BLOB_READ,  # a replayed event's payload may live in the bucket
+    "push_fanout": BLOB_READ,  # and a new one's
 }
 EXPECTED_BLOB_PREFIXES = {"api": {"sessions/", "agents/", "files/"}}
 EXPECTED_LIST_PREFIXES = {"api": ["sessions/*", "files/*"]}
@@ -453,13 +472,30 @@ EXPECTED_TABLE_ACTIONS = {
     "stream": READS,
     **{f.name: STEP_ACTIONS for f in STEP_FUNCTIONS},
     RECONCILER.name: STEP_ACTIONS,
+    # connections and subscriptions (see infra/permissions.py); never a transaction's ConditionCheckItem
+    "live": READS
+    | {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"},
+    "push_fanout": {"dynamodb:Query", "dynamodb:DeleteItem"},
+}
+# The fan-out's event source mapping reads the table's stream (tests/infra/test_live_stack.py checks them).
+STREAM_READS = {
+    "dynamodb:ListStreams",
+    "dynamodb:DescribeStream",
+    "dynamodb:GetRecords",
+    "dynamodb:GetShardIterator",
 }
 EXPECTED_INDEXES = {"api": {"by_owner", "by_agent_name"}, RECONCILER.name: {"running_sessions"}}
 
 
 def _table_statements(t: Template, name: str) -> list[dict[str, Any]]:
+    """The role's statements on the table (its stream's, granted by the event source, apart)."""
     statements = role_statements(t, _role_of(t, name))
-    return [s for s in statements if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
+    return [
+        s
+        for s in statements
+        if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))
+        and not set(as_list(s["Action"])) <= STREAM_READS
+    ]
 
 
 @pytest.mark.parametrize("spec", manifest.FUNCTIONS, ids=lambda f: f.name)
@@ -587,11 +623,13 @@ LOG_DELIVERY = {
 
 def test_wildcard_resources_carry_only_tracing_and_log_delivery(template_json: Template) -> None:
     machine_role = one(template_json, "AWS::StepFunctions::StateMachine")[1]["Properties"]["RoleArn"]
+    fanout_role = _role_of(template_json, "push_fanout")
     # Given every policy in the stack
     for policy_id, policy in resources(template_json, "AWS::IAM::Policy").items():
-        allowed = TRACING | (
-            LOG_DELIVERY if {"Ref": machine_role["Fn::GetAtt"][0]} in policy["Properties"]["Roles"] else set()
-        )
+        roles = policy["Properties"]["Roles"]
+        allowed = TRACING | (LOG_DELIVERY if {"Ref": machine_role["Fn::GetAtt"][0]} in roles else set())
+        if {"Ref": fanout_role} in roles:  # a stream event source: ListStreams takes no resource
+            allowed = allowed | {"dynamodb:ListStreams"}
         if policy_id.startswith(BUCKET_DEPLOYMENT_HANDLER):  # the console upload invalidates the edge cache
             allowed = {"cloudfront:CreateInvalidation", "cloudfront:GetInvalidation"}
         for s in policy["Properties"]["PolicyDocument"]["Statement"]:
@@ -704,11 +742,11 @@ def test_machine_invokes_exactly_its_step_functions_and_the_smoke_tool(template_
 
 # -------------------------------------------------------------------------------- API
 def test_http_api_sends_every_route_to_the_api_function(template_json: Template) -> None:
-    api_id, api = one(template_json, "AWS::ApiGatewayV2::Api")
+    api_id, api = _http_api(template_json)
     assert api["Properties"]["ProtocolType"] == "HTTP"
-    _, route = one(template_json, "AWS::ApiGatewayV2::Route")
+    _, route = _of_api(template_json, "AWS::ApiGatewayV2::Route", api_id)
     assert route["Properties"]["RouteKey"] == "$default"
-    integration_id, integration = one(template_json, "AWS::ApiGatewayV2::Integration")
+    integration_id, integration = _of_api(template_json, "AWS::ApiGatewayV2::Integration", api_id)
     assert route["Properties"]["Target"] == {"Fn::Join": ["", ["integrations/", {"Ref": integration_id}]]}
     assert integration["Properties"]["IntegrationType"] == "AWS_PROXY"
     assert integration["Properties"]["PayloadFormatVersion"] == "2.0"
@@ -718,6 +756,7 @@ def test_http_api_sends_every_route_to_the_api_function(template_json: Template)
         p
         for p in resources(template_json, "AWS::Lambda::Permission").values()
         if p["Properties"]["Principal"] == "apigateway.amazonaws.com"
+        and {"Ref": api_id} in p["Properties"]["SourceArn"]["Fn::Join"][1]
     ]
     assert len(permission) == 1
     assert permission[0]["Properties"]["FunctionName"] == {"Fn::GetAtt": [api_fn, "Arn"]}
@@ -728,14 +767,14 @@ def test_cors_is_off_by_default(template_json: Template) -> None:
     # Given no corsOrigins in cdk.json: no browser origin is allowed anywhere
     context = json.loads((manifest.PROJECT_ROOT / "cdk.json").read_text())["context"]
     assert not context.get(C.CTX_CORS_ORIGINS)
-    _, api = one(template_json, "AWS::ApiGatewayV2::Api")
+    _, api = _http_api(template_json)
     assert "CorsConfiguration" not in api["Properties"]
     _, url = one(template_json, "AWS::Lambda::Url")
     assert "Cors" not in url["Properties"]
 
 
 def test_api_stage_throttles_and_writes_access_logs(template_json: Template) -> None:
-    _, stage = one(template_json, "AWS::ApiGatewayV2::Stage")
+    _, stage = _of_api(template_json, "AWS::ApiGatewayV2::Stage", _http_api(template_json)[0])
     props = stage["Properties"]
     assert props["StageName"] == "$default"
     assert props["AutoDeploy"] is True
@@ -804,23 +843,43 @@ def _behaviors(template_json: Template) -> tuple[dict[str, Any], dict[str, Any],
     return config, config["DefaultCacheBehavior"], {b["PathPattern"]: b for b in config["CacheBehaviors"]}
 
 
+def test_edge_sends_the_openai_stream_paths_whole_to_the_stream_function(template_json: Template) -> None:
+    """OpenAI's Agents API streams on paths it also serves plain requests on: those paths go to the
+    stream function (with the viewer's token copied as on the stream path), which may invoke the API."""
+    _, _, by_pattern = _behaviors(template_json)
+    stream = by_pattern[C.STREAM_PATH_PATTERN]
+    streamed = {p for p, b in by_pattern.items() if b["TargetOriginId"] == stream["TargetOriginId"]}
+    assert streamed == {C.STREAM_PATH_PATTERN, *C.OPENAI_STREAM_PATH_PATTERNS}
+    assert "/openai/v1/agents/sessions/*/events" in by_pattern
+    for pattern in C.OPENAI_STREAM_PATH_PATTERNS:
+        behavior = by_pattern[pattern]
+        assert behavior["TargetOriginId"] == stream["TargetOriginId"]
+        assert behavior["FunctionAssociations"] == stream["FunctionAssociations"]
+        assert len(behavior["AllowedMethods"]) == 7  # POST and DELETE reach the function too
+    functions = resources(template_json, "AWS::Lambda::Function")
+    (stream_fn,) = [f for f in functions.values() if f["Properties"]["Handler"] == "run.sh"]
+    target = stream_fn["Properties"]["Environment"]["Variables"]["SKYLOOP_API_FUNCTION"]["Ref"]
+    assert functions[target]["Properties"]["Description"] == manifest.by_name("api").description
+
+
 def _origin(config: dict[str, Any], behavior: dict[str, Any]) -> dict[str, Any]:
     (origin,) = [o for o in config["Origins"] if o["Id"] == behavior["TargetOriginId"]]
     return origin
 
 
-API_PATTERNS = ["/v1/*", "/api/*", "/health", "/openapi.json"]
+API_PATTERNS = ["/v1/*", "/openai/*", "/api/*", "/health", "/openapi.json"]
+STREAM_PATTERNS = ["/v1/sessions/*/stream", *C.OPENAI_STREAM_PATH_PATTERNS]
 
 
 def test_edge_routes_streams_to_the_url_the_api_paths_to_the_api_and_the_rest_to_the_console(
     template_json: Template,
 ) -> None:
     config, default, by_path = _behaviors(template_json)
-    api_id, _ = one(template_json, "AWS::ApiGatewayV2::Api")
+    api_id, _ = _http_api(template_json)
     url_id, _ = one(template_json, "AWS::Lambda::Url")
     oac_id, oac = by_prefix(template_json, "AWS::CloudFront::OriginAccessControl", "EdgeStreamAccess")
     # The stream pattern comes first (it is under /v1/*), then the API's paths, then the console's assets
-    assert list(by_path) == ["/v1/sessions/*/stream", *API_PATTERNS, "/assets/*"]
+    assert list(by_path) == [*STREAM_PATTERNS, *API_PATTERNS, "/assets/*"]
     # The API's paths go to the HTTP API's execute-api domain
     for pattern in API_PATTERNS:
         api_origin = _origin(config, by_path[pattern])
@@ -859,7 +918,7 @@ def test_edge_routes_streams_to_the_url_the_api_paths_to_the_api_and_the_rest_to
 
 def test_edge_caches_nothing_of_the_api_and_forwards_methods_and_headers(template_json: Template) -> None:
     _, _, by_path = _behaviors(template_json)
-    for pattern in ["/v1/sessions/*/stream", *API_PATTERNS]:
+    for pattern in [*STREAM_PATTERNS, *API_PATTERNS]:
         behavior = by_path[pattern]
         assert behavior["ViewerProtocolPolicy"] == "https-only"
         assert behavior["CachePolicyId"] == CACHING_DISABLED
@@ -930,6 +989,7 @@ def test_outputs_name_the_endpoint_table_and_state_machine(template_json: Templa
     assert outputs["TableName"]["Value"] == {"Ref": _table_id(template_json)}
     assert outputs["StateMachineArn"]["Value"] == {"Ref": _machine_id(template_json)}
     assert outputs["SmokeToolArn"]["Value"] == {"Fn::GetAtt": [_smoke_tool(template_json)[0], "Arn"]}
+    assert outputs["LiveUrl"]["Value"]["Fn::Join"][1][0] == "wss://"
 
 
 def _alarms(template_json: Template) -> list[dict[str, Any]]:

@@ -80,7 +80,20 @@ def _post(api: Api, label: str, send: Any) -> lm.HttpCall:
     return lm.HttpCall(label=label, method="POST", route=EVENTS_ROUTE, t0=t0, t1=time.time(), status=r.status)
 
 
-def test_a_client_tool_turn_is_recorded_state_by_state(traced: Stack, api: Api, records: Path) -> None:
+@pytest.fixture
+def parking(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No hot wait: the client tool's turn parks on its task token (every state of the machine runs)."""
+    from skyloop.settings import get_settings
+
+    monkeypatch.setenv("SKYLOOP_HOT_WAIT_S", "0")
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+def test_a_client_tool_turn_is_recorded_state_by_state(
+    traced: Stack, api: Api, records: Path, parking: None
+) -> None:
     key = traced.mock_llm.script(
         {"tool_calls": [{"call_id": "c1", "name": "Glob", "arguments": {"pattern": "*.py"}}]},
         {"text": "Found a.py."},

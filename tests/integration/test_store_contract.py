@@ -30,6 +30,7 @@ from skyloop.store import (
     Store,
     TokenRecord,
     TurnDecision,
+    TurnEnd,
 )
 
 if TYPE_CHECKING:
@@ -752,34 +753,28 @@ def test_running_sessions_are_listed_exactly_while_running(store: Store) -> None
     assert session.id not in {s.id for s in store.list_running_sessions()}
 
 
-# ------------------------------------------------------------------------- turn usage
-def test_turn_usage_lists_every_turn_with_its_tokens_oldest_first(store: Store) -> None:
-    # Given a session with two turns, the second of which recorded two model calls' usage
+def test_turns_record_their_cost_and_their_end_and_list_oldest_first(store: Store) -> None:
+    """Spend (skyloop.pricing) sums like tokens; how a turn ended lands on its row with its terminal
+    append, folded into the same model call's decision update or on its own (a cancel, a failure)."""
     session = _session(store)
-    assert store.list_turn_usage(session.id) == []
-    for n, rid in enumerate(("resp_b", "resp_a")):
-        batch = Append(
-            session.id, new_turn=Turn(session_id=session.id, response_id=rid, agent_id="a", created_at=10 + n)
+    for n, rid in enumerate(("resp_b", "resp_a")):  # created in this order, listed by creation
+        store.append(
+            Append(
+                session.id,
+                new_turn=Turn(session_id=session.id, response_id=rid, agent_id="a", created_at=10 + n),
+            )
         )
-        batch.event("session.status", {"status": "running"})
-        store.append(batch)
-    for iteration, (tin, tout) in enumerate(((5, 2), (7, 3))):
-        decision = TurnDecision(
-            response_id="resp_a",
-            iteration=iteration,
-            next="call_model",
-            consumed_seq=1,
-            unanswered=0,
-            input_tokens=tin,
-            output_tokens=tout,
-        )
-        store.append(Append(session.id, decision=decision))
-    # Then both turns are listed in the order they started, with what each used
-    usage = store.list_turn_usage(session.id)
-    assert [(u.response_id, u.created_at, u.input_tokens, u.output_tokens) for u in usage] == [
-        ("resp_b", 10, 0, 0),
-        ("resp_a", 11, 12, 5),
+    decision = TurnDecision("resp_b", 0, "finish_turn", 1, 0, input_tokens=5, output_tokens=1, cost_micros=70)
+    store.append(Append(session.id, decision=decision, turn_end=TurnEnd("resp_b", "completed", 20)))
+    error = {"code": "session_budget_exceeded", "message": "over"}
+    store.append(Append(session.id, turn_end=TurnEnd("resp_a", "failed", 21, error)))
+    turns = store.list_turns(session.id)
+    assert [t.response_id for t in turns] == ["resp_b", "resp_a"]
+    assert [(t.status, t.completed_at, t.error) for t in turns] == [
+        ("completed", 20, None),
+        ("failed", 21, error),
     ]
-    assert usage[1].to_api()["total_tokens"] == 17
-    # And another session's turns are not
-    assert store.list_turn_usage(_session(store).id) == []
+    assert (turns[0].spend_micros, turns[0].input_tokens) == (70, 5)
+    assert store.get_turn(session.id, "resp_a").error == error
+    assert store.get_session(session.id).spend_micros == 70
+    assert store.list_turns(uuid.uuid4().hex) == []

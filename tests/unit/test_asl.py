@@ -110,7 +110,7 @@ def test_the_client_waits_take_heartbeats_only_for_agents_that_ask() -> None:
         "AwaitClientAndApprovalsWithHeartbeat",
     }
     for name, state in waits.items():
-        assert state["TimeoutSecondsPath"] == "$.client_tool_timeout_s", name
+        assert state["TimeoutSecondsPath"] == "$.wait_timeout_s", name
         assert ("HeartbeatSecondsPath" in state) is name.endswith("WithHeartbeat"), name
         if name.endswith("WithHeartbeat"):
             assert state["HeartbeatSecondsPath"] == "$.client_heartbeat_s"

@@ -21,15 +21,23 @@ import pytest
 from skyloop.client import (
     AsyncClient,
     AsyncEventStream,
+    AsyncLiveEventStream,
     AsyncSession,
     AsyncTurn,
     Client,
     EventStream,
+    LiveEventStream,
     Session,
     Turn,
 )
 
-PAIRS = [(Client, AsyncClient), (EventStream, AsyncEventStream), (Session, AsyncSession), (Turn, AsyncTurn)]
+PAIRS = [
+    (Client, AsyncClient),
+    (EventStream, AsyncEventStream),
+    (LiveEventStream, AsyncLiveEventStream),
+    (Session, AsyncSession),
+    (Turn, AsyncTurn),
+]
 ASYNC_NAME = {
     "close": "aclose",
     "__enter__": "__aenter__",
@@ -146,7 +154,17 @@ def test_raw_response_namespaces_are_twins_and_mirror_the_typed_methods() -> Non
     raw, araw = vars(client.with_raw_response), vars(aclient.with_raw_response)
     assert set(raw) == set(araw)
     # Every single-request method has a raw counterpart ...
-    multi_request = {"iter_agents", "iter_sessions", "iter_items", "stream", "session", "close", "is_closed"}
+    multi_request = {
+        "iter_agents",
+        "iter_sessions",
+        "iter_items",
+        "stream",
+        "watch",
+        "live_url",
+        "session",
+        "close",
+        "is_closed",
+    }
     typed = {n for n in _public(Client) if not n.startswith("_")} - multi_request
     assert set(raw) == typed
     for name in raw:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from typing import Any
@@ -56,12 +57,11 @@ def calls(*names: str) -> ModelResult:
 class World:
     """A store, an engine, an agent and one session; helpers play Step Functions."""
 
-    def __init__(self, *, max_iterations: int = 50) -> None:
+    def __init__(self, *, max_iterations: int = 50, client_tool_timeout_s: int = 3600) -> None:
         self.store = MemoryStore()
         self.engine = RecordingEngine()
-        spec = AgentSpec.model_validate(
-            {"name": "unit", "executor": {"model": "m"}, "limits": {"max_iterations": max_iterations}}
-        )
+        limits = {"max_iterations": max_iterations, "client_tool_timeout_s": client_tool_timeout_s}
+        spec = AgentSpec.model_validate({"name": "unit", "executor": {"model": "m"}, "limits": limits})
         self.agent = Agent(id=uuid.uuid4().hex, name="unit", created_at=1, spec=spec)
         self.store.put_agent(self.agent)
         now = int(time.time())
@@ -566,3 +566,114 @@ def test_an_agents_heartbeat_must_be_shorter_than_its_deadline() -> None:
     with pytest.raises(ValidationError, match="client_heartbeat_s"):
         AgentLimits(client_tool_timeout_s=60, client_heartbeat_s=60)
     assert AgentLimits().client_heartbeat_s is None  # off by default
+
+
+# ------------------------------------------------------------------------------ hot waits
+class Client(threading.Thread):
+    """The client at the other end of a hot wait: answers each call it sees published, after ``delay_s``."""
+
+    def __init__(self, world: World, outputs: dict[str, str], delay_s: float = 0.0) -> None:
+        super().__init__(daemon=True)
+        self.world, self.outputs, self.delay_s = world, outputs, delay_s
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        answered: set[str] = set()
+        while not self.done.is_set() and len(answered) < len(self.outputs):
+            for event in self.world.events():
+                item = event.data.get("item") or {}
+                if item.get("status") == "action_required" and item["call_id"] not in answered:
+                    time.sleep(self.delay_s)
+                    call_id = item["call_id"]
+                    lifecycle.answer(
+                        self.world.store, self.world.engine, self.world.sid, call_id, self.outputs[call_id]
+                    )
+                    answered.add(call_id)
+            time.sleep(0.005)
+
+
+def test_a_fast_client_round_trip_runs_in_the_same_model_step_without_parking() -> None:
+    # Given a model that calls a client tool, then answers, and a client that answers at once
+    world = World()
+    client = Client(world, {"call_read_file": "contents"})
+    client.start()
+    model = Model(calls("read_file"), text("It says contents."))
+    # When the model step runs with a hot wait
+    state = steps.call_model(world.store, world.start("go", [READ]), model, hot_wait_s=5.0)
+    client.done.set()
+    # Then the same invocation made both model calls and ended the turn: nothing parked, no wake-up
+    assert (state.next, state.finished) == ("stop", True)
+    assert len(model.calls) == 2
+    assert world.engine.resumed == []
+    assert "contents" in str(model.calls[1])
+    # And the log is a client-tool turn's, each event once: the call published in the result's append
+    assert world.types() == [
+        ev.SESSION_STATUS,
+        ev.SESSION_INPUT_CONSUMED,
+        ev.RESPONSE_IN_PROGRESS,
+        ev.RESPONSE_ITEM_DONE,  # action_required
+        ev.RESPONSE_ITEM_DONE,  # the call, completed
+        ev.RESPONSE_ITEM_DONE,  # its output
+        ev.RESPONSE_TEXT_DELTA,
+        ev.RESPONSE_ITEM_DONE,  # the answer
+        ev.RESPONSE_COMPLETED,
+        ev.SESSION_STATUS,
+    ]
+
+
+def test_a_slow_client_parks_the_turn_with_the_rest_of_its_deadline_and_nothing_twice() -> None:
+    # Given a hot wait shorter than the client takes
+    world = World()
+    state = steps.call_model(
+        world.store, world.start("go", [READ]), Model(calls("read_file")), hot_wait_s=0.2
+    )
+    # Then the step returns to park, with its deadline less what it waited (at least 1 s less)
+    assert state.next == "await_client"
+    assert state.wait_timeout_s is not None
+    assert state.wait_timeout_s <= state.client_tool_timeout_s - 1
+    published = world.types()
+    # And parking stores the token but publishes nothing again
+    steps.await_client(world.store, world.engine, state, "token-1")
+    assert world.types() == published
+    assert published.count(ev.RESPONSE_ITEM_DONE) == 1
+    # And the output, now arriving, resumes the parked turn once
+    lifecycle.answer(world.store, world.engine, world.sid, "call_read_file", "late")
+    assert world.engine.resumed == [("token-1", {"resumed_iteration": 0})]
+
+
+def test_an_output_landing_between_the_hot_wait_and_the_park_resumes_the_turn() -> None:
+    world = World()
+    state = steps.call_model(
+        world.store, world.start("go", [READ]), Model(calls("read_file")), hot_wait_s=0.05
+    )
+    assert state.next == "await_client"
+    # When the output lands with no token stored: it resumes nothing
+    lifecycle.answer(world.store, world.engine, world.sid, "call_read_file", "out")
+    assert world.engine.resumed == []
+    # Then parking finds every call answered and wakes the turn itself
+    steps.await_client(world.store, world.engine, state, "token-1")
+    assert world.engine.resumed == [("token-1", {"resumed_iteration": 0})]
+
+
+def test_an_interrupt_ends_a_hot_wait_and_its_step_writes_nothing_more() -> None:
+    world = World()
+    model = Model(calls("read_file"), text("never"))
+    timer = threading.Timer(0.3, lambda: lifecycle.cancel(world.store, world.engine, world.sid))
+    timer.start()
+    started = time.monotonic()
+    state = steps.call_model(world.store, world.start("go", [READ]), model, hot_wait_s=5.0)
+    timer.join()
+    assert state.next == "stop"
+    assert time.monotonic() - started < 2.5  # noticed within the session check, not the window
+    assert len(model.calls) == 1
+    assert world.types()[-2:] == [ev.RESPONSE_CANCELLED, ev.SESSION_STATUS]
+
+
+def test_a_deadline_shorter_than_the_hot_wait_still_holds() -> None:
+    # Given an agent whose client tools must answer within one second
+    world = World(client_tool_timeout_s=1)
+    # When nobody answers during a hot wait longer than that
+    with pytest.raises(TurnError) as failed:
+        steps.call_model(world.store, world.start("go", [READ]), Model(calls("read_file")), hot_wait_s=5.0)
+    # Then the turn fails on its deadline, as a parked one would
+    assert failed.value.code == "client_tool_timeout"

@@ -8,7 +8,7 @@ import { navigate } from "../router";
 import { type ConnectionState, SessionStream } from "../stream";
 import { type Entry, type EntryOf, Timeline } from "../timeline";
 import type { FileResource, Item, Page, Snapshot, UsageReport } from "../types";
-import { cost, formatCost, formatTokens, priceFor } from "../usage";
+import { cost, formatCost, formatTokens, type Price } from "../usage";
 
 const OUTPUT_PREVIEW_CHARS = 1500;
 const OLDER_PAGE = 500;
@@ -65,7 +65,7 @@ function ToolRow(props: { entry: EntryOf<"tool"> }) {
   );
 }
 
-function EntryRow(props: { entry: Entry; price: ReturnType<typeof priceFor> }) {
+function EntryRow(props: { entry: Entry; price: Price | null }) {
   const { entry } = props;
   switch (entry.kind) {
     case "user":
@@ -278,17 +278,17 @@ function Files(props: { sessionId: string; canWrite: boolean }) {
   );
 }
 
-function UsagePanel(props: { report: UsageReport | null; prices: ReturnType<typeof useApp>["prices"] }) {
+function UsagePanel(props: { report: UsageReport | null }) {
   const report = props.report;
   if (!report) return null;
-  const price = priceFor(report.model, props.prices);
+  const price = report.price;
   return (
     <section class="panel" aria-labelledby="usage-h">
       <h2 id="usage-h">Usage</h2>
       <p data-testid="usage-total">
         {formatTokens(report.usage.input_tokens)} input · {formatTokens(report.usage.output_tokens)} output tokens
         {" · "}
-        {price ? formatCost(cost(report.usage, price)) : `no price known for ${report.model ?? "this model"}`}
+        {price ? formatCost(report.cost_usd) : `no price known for ${report.model ?? "this model"}`}
       </p>
       <UsageChart turns={report.turns} />
       {report.turns.length > 0 && (
@@ -310,7 +310,7 @@ function UsagePanel(props: { report: UsageReport | null; prices: ReturnType<type
                   <td>{when(t.created_at)}</td>
                   <td>{t.input_tokens}</td>
                   <td>{t.output_tokens}</td>
-                  <td>{formatCost(cost(t, price))}</td>
+                  <td>{formatCost(t.cost_usd)}</td>
                 </tr>
               ))}
             </tbody>
@@ -322,7 +322,7 @@ function UsagePanel(props: { report: UsageReport | null; prices: ReturnType<type
 }
 
 export function SessionView(props: { id: string }) {
-  const { me, prices, refreshInbox } = useApp();
+  const { me, refreshInbox } = useApp();
   const timeline = useMemo(() => new Timeline(), []);
   const [snapshot, setSnapshot] = useState<Snapshot | null>(null);
   const [version, setVersion] = useState(0);
@@ -476,7 +476,7 @@ export function SessionView(props: { id: string }) {
   void version; // re-rendered through `version`; the timeline is read directly below
   const status = timeline.status;
   const running = status === "running";
-  const price = priceFor(usage?.model ?? snapshot.llm_model, prices);
+  const price = usage?.price ?? null;
   const connectionText =
     connection.state === "live"
       ? "Live"
@@ -587,7 +587,7 @@ export function SessionView(props: { id: string }) {
       </div>
       <aside class="session-side" aria-label="Session details">
         <Waiting sessionId={props.id} tools={timeline.waiting()} canWrite={me.can_write} onError={setError} />
-        <UsagePanel report={usage} prices={prices} />
+        <UsagePanel report={usage} />
         <Files sessionId={props.id} canWrite={me.can_write} />
         <section class="panel" aria-labelledby="details-h">
           <h2 id="details-h">Details</h2>

@@ -18,7 +18,7 @@ from skyloop import deps, principals
 from skyloop.api import audit
 from skyloop.api.routes import ROUTERS
 from skyloop.api.routes._common import json_response
-from skyloop.errors import InternalError, SkyloopError
+from skyloop.errors import InternalError, NotFoundError, SkyloopError
 from skyloop.observability import logger
 
 app = APIGatewayHttpResolver()
@@ -29,21 +29,39 @@ OPEN_PATHS = frozenset({"/health", "/api/version", "/v1/info"})  # omnigent clie
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
+OPENAI_PREFIX = "/openai/v1/"  # OpenAI's Agents API: its errors are OpenAI's shape (skyloop.openai_compat)
+
+
+def error_response(path: str, exc: SkyloopError, headers: dict[str, str] | None = None) -> Response:
+    """skyloop's ``{"error": {"code", "message"}}``, or OpenAI's shape under ``/openai/v1``."""
+    if path.startswith(OPENAI_PREFIX):
+        from skyloop.openai_compat.errors import error_body, error_headers
+
+        return json_response(exc.status, error_body(exc), headers={**error_headers(exc), **(headers or {})})
+    extra = {**exc.headers, **(headers or {})}
+    return json_response(exc.status, exc.to_body(), headers=extra or None)
+
+
 @app.exception_handler(SkyloopError)
 def _skyloop_error(exc: SkyloopError) -> Response:
     if exc.status >= 500:
         logger.warning("request failed", extra={"code": exc.code, "error": exc.message})
-    return json_response(exc.status, exc.to_body(), headers=exc.headers or None)
+    return error_response(app.current_event.path, exc)
 
 
 @app.exception_handler(Exception)
 def _unexpected(_exc: Exception) -> Response:
     logger.exception("unhandled error")
-    return json_response(500, InternalError("An internal error occurred.").to_body())
+    return error_response(app.current_event.path, InternalError("An internal error occurred."))
 
 
 @app.not_found
 def _not_found(_: Exception) -> Response:
+    path = app.current_event.path
+    if path.startswith(OPENAI_PREFIX):
+        from skyloop.openai_compat import unsupported
+
+        return error_response(path, unsupported.for_path(path) or NotFoundError(f"Not found: {path}"))
     return json_response(404, {"error": {"code": "not_found", "message": "Not found"}})
 
 
@@ -64,7 +82,7 @@ def _as_principal(app: APIGatewayHttpResolver, next_middleware: Any) -> Response
     except SkyloopError as exc:
         audit.refused(event, exc)
         extra = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
-        return json_response(exc.status, exc.to_body(), headers=extra or None)
+        return error_response(event.path, exc, headers=extra)
     with principals.acting_as(principal):
         return audit.logged(event, principal, next_middleware, app)
 

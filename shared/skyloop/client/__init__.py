@@ -1,7 +1,8 @@
 """The skyloop client SDK: sync and async clients, typed events, turns with client-side tools.
 
 ``Client``/``AsyncClient`` cover every endpoint; ``client.stream()`` yields
-typed events and resumes after drops with ``Last-Event-ID``;
+typed events and resumes after drops with ``Last-Event-ID``; ``client.watch()``
+does the same over the live channel (a WebSocket) when the server has one;
 ``client.session(id).send(text, tools=...)`` drives a whole turn, running the
 model's client-side tool calls locally and answering every one of them;
 ``client.with_raw_response.<method>(...)`` answers a ``RawResponse`` (status,
@@ -40,6 +41,7 @@ from skyloop.client._hooks import (
     ToolEndHook,
     ToolStartHook,
 )
+from skyloop.client._live import AsyncLiveEventStream, LiveCursor, LiveEventStream
 from skyloop.client._models import (
     Agent,
     AgentPage,
@@ -98,6 +100,7 @@ __all__ = [
     "AsyncClient",
     "AsyncConfirmTool",
     "AsyncEventStream",
+    "AsyncLiveEventStream",
     "AsyncRawResponses",
     "AsyncSession",
     "AsyncToolEndHook",
@@ -119,6 +122,8 @@ __all__ = [
     "InvalidInputError",
     "Item",
     "ItemPage",
+    "LiveCursor",
+    "LiveEventStream",
     "MessageItem",
     "NotFoundError",
     "OutputItem",

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import httpx
+
 from skyloop.client import _requests as api
+from skyloop.client._errors import APIError, SkyloopClientError
+from skyloop.client._live import AsyncLiveEventStream
 from skyloop.client._raw import AsyncRawResponses
 from skyloop.client._retry import ReconnectPolicy
 from skyloop.client._session import AsyncSession
@@ -14,8 +18,6 @@ from skyloop.client._transport import AsyncTransport
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from types import TracebackType
-
-    import httpx
 
     from skyloop.client._hooks import (
         AsyncConfirmTool,
@@ -66,11 +68,16 @@ class AsyncClient:
         timeout: float = 30.0,
         transport: httpx.AsyncBaseTransport | None = None,
         reconnect: ReconnectPolicy | None = None,
+        live: bool | None = None,
     ) -> None:
         self._transport = AsyncTransport(base_url, token=token, timeout=timeout, transport=transport)
         self.base_url = self._transport.base_url
         self.timeout = timeout
         self.reconnect = reconnect or ReconnectPolicy()
+        # The live channel watches sessions over a WebSocket, outside httpx: with an injected transport
+        # (tests, a proxy) the client keeps to that transport unless live=True says otherwise.
+        self.live = live if live is not None else transport is None
+        self._live_url: str | bool | None = False  # False: not asked yet
         self.with_raw_response = AsyncRawResponses(self._transport)
 
     def __repr__(self) -> str:
@@ -278,6 +285,32 @@ class AsyncClient:
         ``after=N`` replays every retained event after ``N`` first.
         """
         return AsyncEventStream(self._transport, session_id, after=after, policy=self.reconnect)
+
+    async def watch(
+        self, session_id: str, *, after: int | None = None
+    ) -> AsyncLiveEventStream | AsyncEventStream:
+        """Typed events of the session over the live channel (a WebSocket) when the server has one.
+
+        Like :meth:`stream` (``after`` alike; never repeats an event, resumes by
+        itself), but an idle watch costs the server almost nothing: an open SSE
+        stream holds a function for its whole life. Falls back to :meth:`stream`
+        when ``/v1/info`` advertises no live channel, or ``live=False``.
+        """
+        url = await self.live_url()
+        if url is None:
+            return self.stream(session_id, after=after)
+        return AsyncLiveEventStream(self, url, session_id, after=after, token=self._transport.token)
+
+    async def live_url(self) -> str | None:
+        """The live channel's WebSocket URL (``/v1/info``, asked once), or None when it is not used."""
+        if not self.live:
+            return None
+        if self._live_url is False:
+            try:
+                self._live_url = await self._transport.send(api.server_info(self.base_url))
+            except (APIError, httpx.HTTPError, SkyloopClientError):
+                self._live_url = None  # an older server or a proxy without /v1/info: SSE
+        return self._live_url if isinstance(self._live_url, str) else None
 
     def session(
         self,

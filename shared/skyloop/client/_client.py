@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import httpx
+
 from skyloop.client import _requests as api
+from skyloop.client._errors import APIError, SkyloopClientError
+from skyloop.client._live import LiveEventStream
 from skyloop.client._raw import RawResponses
 from skyloop.client._retry import ReconnectPolicy
 from skyloop.client._session import Session
@@ -20,8 +24,6 @@ from skyloop.client._transport import SyncTransport
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from types import TracebackType
-
-    import httpx
 
     from skyloop.client._hooks import ConfirmTool, ToolEndHook, ToolStartHook
     from skyloop.client._models import (
@@ -87,11 +89,16 @@ class Client:
         timeout: float = 30.0,
         transport: httpx.BaseTransport | None = None,
         reconnect: ReconnectPolicy | None = None,
+        live: bool | None = None,
     ) -> None:
         self._transport = SyncTransport(base_url, token=token, timeout=timeout, transport=transport)
         self.base_url = self._transport.base_url
         self.timeout = timeout
         self.reconnect = reconnect or ReconnectPolicy()
+        # The live channel watches sessions over a WebSocket, outside httpx: with an injected transport
+        # (tests, a proxy) the client keeps to that transport unless live=True says otherwise.
+        self.live = live if live is not None else transport is None
+        self._live_url: str | bool | None = False  # False: not asked yet
         self.with_raw_response = RawResponses(self._transport)
 
     def __repr__(self) -> str:
@@ -296,6 +303,30 @@ class Client:
         ``after=N`` replays every retained event after ``N`` first.
         """
         return EventStream(self._transport, session_id, after=after, policy=self.reconnect)
+
+    def watch(self, session_id: str, *, after: int | None = None) -> LiveEventStream | EventStream:
+        """Typed events of the session over the live channel (a WebSocket) when the server has one.
+
+        Like :meth:`stream` (``after`` alike; never repeats an event, resumes by
+        itself), but an idle watch costs the server almost nothing: an open SSE
+        stream holds a function for its whole life. Falls back to :meth:`stream`
+        when ``/v1/info`` advertises no live channel, or ``live=False``.
+        """
+        url = self.live_url()
+        if url is None:
+            return self.stream(session_id, after=after)
+        return LiveEventStream(self, url, session_id, after=after, token=self._transport.token)
+
+    def live_url(self) -> str | None:
+        """The live channel's WebSocket URL (``/v1/info``, asked once), or None when it is not used."""
+        if not self.live:
+            return None
+        if self._live_url is False:
+            try:
+                self._live_url = self._transport.send(api.server_info(self.base_url))
+            except (APIError, httpx.HTTPError, SkyloopClientError):
+                self._live_url = None  # an older server or a proxy without /v1/info: SSE
+        return self._live_url if isinstance(self._live_url, str) else None
 
     def session(
         self,

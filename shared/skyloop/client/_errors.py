@@ -207,6 +207,12 @@ def error_from_response(status: int, content: bytes) -> APIError:
     )
 
 
+def error_from_code(code: str, message: str, body: Any = None) -> APIError:
+    """The typed error for an error the server sent without an HTTP status (a live channel frame)."""
+    cls = _BY_CODE.get(code) or APIError
+    return cls(message, code=code, status=cls.default_status, body=body)
+
+
 @contextlib.contextmanager
 def map_transport_errors() -> Iterator[None]:
     """Re-raise httpx's transport errors as this family's connection errors."""

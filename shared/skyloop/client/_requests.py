@@ -151,6 +151,23 @@ def health() -> ApiCall[Health]:
     return ApiCall("GET", "/health", Health.model_validate)
 
 
+def live_url(base_url: str, body: Any) -> str | None:
+    """The live channel's WebSocket URL from ``/v1/info`` (None when the server has none)."""
+    live = body.get("live") if isinstance(body, dict) else None
+    url = live.get("url") if isinstance(live, dict) else None
+    if not isinstance(url, str) or not url:
+        return None
+    if url.startswith("/"):  # on the API's own host
+        scheme, _, rest = base_url.partition("://")
+        url = f"{'wss' if scheme == 'https' else 'ws'}://{rest.split('/', 1)[0]}{url}"
+    return url if url.startswith(("ws://", "wss://")) else None
+
+
+def server_info(base_url: str) -> ApiCall[str | None]:
+    """``GET /v1/info``, read for the one thing the SDK needs from it: where the live channel is."""
+    return ApiCall("GET", "/v1/info", lambda body: live_url(base_url, body))
+
+
 def _runners(body: Any) -> list[Runner]:
     data = body.get("data") if isinstance(body, dict) else None
     if not isinstance(data, list):

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         ToolEndHook,
         ToolStartHook,
     )
+    from skyloop.client._live import AsyncLiveEventStream, LiveEventStream
     from skyloop.client._models import Agent, EventAccepted, Item, SessionSnapshot
     from skyloop.client._stream import AsyncEventStream, EventStream
     from skyloop.client._tools import ToolsSpec
@@ -115,6 +116,10 @@ class Session:
         """The session's typed events (see ``Client.stream``); a turn from :meth:`send` opens its own."""
         return self._client.stream(self.id, after=after)
 
+    def watch(self, *, after: int | None = None) -> LiveEventStream | EventStream:
+        """The session's typed events over the live channel when there is one (see ``Client.watch``)."""
+        return self._client.watch(self.id, after=after)
+
 
 class AsyncSession:
     """The async twin of :class:`Session`; hooks may be plain or awaitable."""
@@ -185,3 +190,7 @@ class AsyncSession:
     def stream(self, *, after: int | None = None) -> AsyncEventStream:
         """The session's typed events (see ``Client.stream``); a turn from :meth:`send` opens its own."""
         return self._client.stream(self.id, after=after)
+
+    async def watch(self, *, after: int | None = None) -> AsyncLiveEventStream | AsyncEventStream:
+        """The session's typed events over the live channel when there is one (see ``Client.watch``)."""
+        return await self._client.watch(self.id, after=after)

@@ -84,6 +84,7 @@ class TransportCore:
     def __init__(self, base_url: str | None, *, token: str | None, timeout: float) -> None:
         config = resolve_config(base_url, token)
         self.base_url = config.base_url
+        self.token = config.token
         self.timeout = timeout
         self.headers = default_headers(config.token)
 

@@ -4,7 +4,10 @@ Order matters and is fixed here once for both clients:
 
 1. subscribe first and wait for the first frame (the heartbeat), so nothing
    the message causes can be missed; the stream starts at the snapshot's
-   cursor, so even a drop before the first stored event resumes without a gap;
+   cursor, so even a drop before the first stored event resumes without a gap.
+   The turn watches over the live channel when the server has one
+   (``Client.watch``): a turn parked on a slow tool or a human's approval then
+   holds no server function while it waits; else over the SSE stream;
 2. post the message (with the tool schemas) and learn its item id;
 3. our turn is the one that consumes that item (``session.input.consumed``);
    its ``action_required`` calls are answered, every one of them, with an
@@ -34,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from skyloop.client._errors import ConflictError, NotFoundError, RunnerUnavailableError
 from skyloop.client._hooks import ToolCall
+from skyloop.client._live import AsyncLiveEventStream, LiveEventStream
 from skyloop.client._retry import aretry_call, retry_call
 from skyloop.client._stream import AsyncEventStream, EventStream, _StreamState
 from skyloop.client._tracker import TurnResult, TurnTracker
@@ -61,7 +65,7 @@ T = TypeVar("T")
 # While a client tool runs, a heartbeat this often: agents with limits.client_heartbeat_s fail a turn whose
 # client went quiet for that long (it must be larger than this).
 HEARTBEAT_S = 10.0
-StreamT = TypeVar("StreamT", bound=_StreamState)
+StreamT = TypeVar("StreamT", bound=_StreamState | LiveEventStream | AsyncLiveEventStream)
 
 MESSAGE_REFUSALS: tuple[type[Exception], ...] = (RunnerUnavailableError,)
 """Retryable answers in general, but final for a message: with no runner the turn cannot start, so say so now."""
@@ -137,7 +141,7 @@ class _TurnState(Generic[StreamT]):
 
 
 # ------------------------------------------------------------------------------- sync
-class Turn(_TurnState[EventStream]):
+class Turn(_TurnState[EventStream | LiveEventStream]):
     """One turn of a session, as an iterator of typed events (see the module docstring).
 
     ``result`` is set once the terminal event has been yielded. Use it as a
@@ -210,7 +214,7 @@ class Turn(_TurnState[EventStream]):
 
     def _start(self) -> Any:
         self._started = True
-        self._stream = self._client.stream(self.session_id)
+        self._stream = self._client.watch(self.session_id)  # the live channel when there is one, else SSE
         try:
             first = next(self._stream)  # the subscription is live: now the message may go
             item_id = retry_call(self._client.reconnect, self._post_message, final=MESSAGE_REFUSALS)
@@ -300,7 +304,7 @@ class Turn(_TurnState[EventStream]):
 
 
 # ------------------------------------------------------------------------------ async
-class AsyncTurn(_TurnState[AsyncEventStream]):
+class AsyncTurn(_TurnState[AsyncEventStream | AsyncLiveEventStream]):
     """The async twin of :class:`Turn`: ``async for event in turn``; tools run as tasks.
 
     Hooks may be plain callables or awaitable ones. Made by :meth:`AsyncSession.send`.
@@ -370,7 +374,7 @@ class AsyncTurn(_TurnState[AsyncEventStream]):
 
     async def _start(self) -> Any:
         self._started = True
-        self._stream = self._client.stream(self.session_id)
+        self._stream = await self._client.watch(self.session_id)
         try:
             first = await self._stream.__anext__()
             item_id = await aretry_call(self._client.reconnect, self._post_message, final=MESSAGE_REFUSALS)

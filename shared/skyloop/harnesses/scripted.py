@@ -14,6 +14,7 @@ where a laptop's mock model cannot be reached from Lambda::
           text: "Found: {{output}}"      # {{output}}: the newest tool output the model was given
           delay_ms: 500                  # wait before the first word (time to first token)
           word_delay_ms: 50              # and between words (the text streams word by word)
+          usage: {input_tokens: 1000, output_tokens: 20}   # what the call reports (default: nothing)
 
 Which answer a model call gets is decided by the conversation alone, so a
 retried step answers the same:
@@ -95,6 +96,13 @@ class ScriptedCall(BaseModel):
         raise ValueError("must be a JSON object (or a string holding one)")
 
 
+class ScriptedUsage(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input_tokens: int = Field(default=0, ge=0, le=10_000_000)
+    output_tokens: int = Field(default=0, ge=0, le=10_000_000)
+
+
 class ScriptedAnswer(BaseModel):
     """One answer: text and/or tool calls, for inputs containing ``match`` (or any input without it)."""
 
@@ -105,6 +113,8 @@ class ScriptedAnswer(BaseModel):
     tool_calls: list[ScriptedCall] = Field(default_factory=list, max_length=16)
     delay_ms: int = Field(default=0, ge=0, le=MAX_DELAY_MS)
     word_delay_ms: int = Field(default=0, ge=0, le=MAX_WORD_DELAY_MS)
+    # the tokens this answer reports as its usage (spend control prices them; skyloop.pricing)
+    usage: ScriptedUsage | None = None
 
     @model_validator(mode="after")
     def _says_something(self) -> ScriptedAnswer:
@@ -154,7 +164,8 @@ def call_model(
         FunctionCall(call_id=f"call_s{k}_{n}_{tag}", name=c.name, arguments=c.arguments)
         for n, c in enumerate(answer.tool_calls)
     ]
-    return ModelResult(text=text, calls=calls, model=spec.executor.model)
+    usage = answer.usage.model_dump() if answer.usage else None
+    return ModelResult(text=text, calls=calls, model=spec.executor.model, usage=usage)
 
 
 def choose(script: list[ScriptedAnswer], items: list[ConversationItem]) -> tuple[ScriptedAnswer, int, str]:

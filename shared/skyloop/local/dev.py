@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import logging
 import os
 import socket
@@ -129,6 +130,21 @@ def example_executor(env: Mapping[str, str], url: str) -> tuple[dict[str, Any], 
     return executor, "the offline scripted model"
 
 
+def default_executor(env: Mapping[str, str], url: str) -> dict[str, Any]:
+    """What a bare model name of OpenAI's Agents API runs on here: the example agent's executor.
+
+    Without a key (the offline model takes none); the offline and Bedrock models answer whatever
+    name was asked for, OpenAI (``OPENAI_API_KEY``) gets the name asked for.
+    """
+    executor, _ = example_executor(env, url)
+    executor = {**executor}
+    if isinstance(executor.get("auth"), dict):
+        executor["auth"] = {k: v for k, v in executor["auth"].items() if k != "api_key"}
+    if executor.get("harness") == "openai-agents" and env.get("OPENAI_API_KEY"):
+        executor.pop("model", None)
+    return executor
+
+
 def configure_environment(moto_port: int) -> None:
     """The environment every function of the local stack shares (boto3 stays on AWS URLs: moto's hook
     serves them in-process)."""
@@ -146,6 +162,8 @@ def configure_environment(moto_port: int) -> None:
     os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
     # the scripted model, mock servers and a user's local MCP servers live on 127.0.0.1 (skyloop.outbound)
     os.environ.setdefault("SKYLOOP_OUTBOUND_ALLOW_LOOPBACK", "true")
+    # the live channel is served on the stack's own port; /v1/info answers it with the request's host
+    os.environ["SKYLOOP_LIVE_URL"] = "/v1/live"
 
 
 def start(
@@ -223,13 +241,16 @@ def start(
     )
     os.environ["SKYLOOP_STATE_MACHINE_ARN"] = resources.state_machine_arn
     os.environ["SKYLOOP_BLOB_BUCKET"] = resources.blob_bucket
+    os.environ["SKYLOOP_API_FUNCTION"] = resources.function_arns["api"]  # the OpenAI paths' way to the API
+    url = f"http://{host}:{port}"
+    # OpenAI's Agents API: a bare model name runs as the example agent does (skyloop.openai_compat.agents)
+    os.environ.setdefault("SKYLOOP_DEFAULT_EXECUTOR", json.dumps(default_executor(os.environ, url)))
     deps.reset()
     if lambda_runtime == "process":  # started now: environments take the finished environment
-        lambda_hook.install(ProcessRuntime([f.name for f in manifest.FUNCTIONS if not f.streaming]))
+        lambda_hook.install(ProcessRuntime([f.name for f in manifest.FUNCTIONS if f.local]))
 
     _start_sweeper(float(os.environ.get("SKYLOOP_SWEEP_INTERVAL_S", "60")))
     _start_reconciler(float(os.environ.get("SKYLOOP_RECONCILE_INTERVAL_S", "60")))
-    url = f"http://{host}:{port}"
     mock_app = mockllm.create_app()
     agent_id, answering = _register_example(url, mock_app) if example_agent else (None, "")
     from skyloop import console

@@ -63,7 +63,7 @@ def preload() -> None:
     finally:
         _channel.clear()
     for spec in manifest.FUNCTIONS:
-        if not spec.streaming:
+        if spec.local:
             handler_for(spec.name)
     _warm_openai()
 

@@ -48,8 +48,8 @@ def bootstrap(
     lam = clients("lambda")
     arns: dict[str, str] = {}
     for fn in manifest.FUNCTIONS:
-        if fn.streaming:
-            continue  # moto cannot serve function URLs; the local gateway mounts the ASGI app
+        if not fn.local:
+            continue  # moto cannot serve function URLs (the gateway mounts the ASGI app); live: in-process
         arns[fn.name] = lam.create_function(
             FunctionName=FUNCTION_PREFIX + fn.name,
             Runtime="python3.12",

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from skyloop.pricing import ModelPrice  # noqa: TC001  (pydantic needs it at runtime)
+
 SUPPORTED_HARNESSES = ("openai-agents", "chat-completions", "bedrock-converse", "scripted")
 AGENT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 
@@ -46,6 +48,8 @@ class AgentExecutor(BaseModel):
     # openai-agents: reasoning={"effort": ...}; chat-completions: reasoning_effort; bedrock-converse: none.
     # A session's PATCHed reasoning_effort replaces it for that session's model calls.
     reasoning_effort: str | None = Field(default=None, pattern=r"^(none|minimal|low|medium|high|xhigh|max)$")
+    # USD per million tokens, for spend control (skyloop.pricing); over the deployment's table
+    pricing: ModelPrice | None = None
 
     @field_validator("harness")
     @classmethod

@@ -43,6 +43,10 @@ class Session(BaseModel):
     model_override: str | None = None  # replaces the agent's model on the next model calls
     external_session_id: str | None = None  # a wrapper's native session id (omnigent), stored as given
     parent_session_id: str | None = None  # the session this one was forked from
+    # Spend control (the OpenAI Agents API's ``spend_control``, skyloop.pricing): a limit in USD cents that
+    # stops a turn before its next model call once reached; the spend so far, in millionths of a USD.
+    spend_limit_cents: int | None = None
+    spend_micros: int = 0
 
 
 class ConversationItem(BaseModel):
@@ -144,28 +148,15 @@ class Turn(BaseModel):
     decided_iteration: int | None = None
     input_tokens: int = 0  # over the turn's model calls
     output_tokens: int = 0
+    spend_micros: int = 0  # what the turn's model calls cost, in millionths of a USD (skyloop.pricing)
+    # how the turn ended (written with its terminal event): completed | failed | cancelled, when, why
+    status: str | None = None
+    completed_at: int | None = None
+    error: dict[str, Any] | None = None
 
     def usage(self) -> dict[str, int]:
         """Responses-shaped usage of the whole turn."""
         return token_usage(self.input_tokens, self.output_tokens)
-
-
-class TurnUsage(BaseModel):
-    """A turn's token counts, as the session's usage report lists them."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    response_id: str
-    created_at: int
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-    def to_api(self) -> dict[str, Any]:
-        return {
-            "response_id": self.response_id,
-            "created_at": self.created_at,
-            **token_usage(self.input_tokens, self.output_tokens),
-        }
 
 
 def token_usage(input_tokens: int, output_tokens: int) -> dict[str, int]:

@@ -21,6 +21,7 @@ from skyloop.store.records import (
     StoredEvent,
     TokenRecord,
     TurnDecision,
+    TurnEnd,
 )
 
 __all__ = [
@@ -39,4 +40,5 @@ __all__ = [
     "StoredEvent",
     "TokenRecord",
     "TurnDecision",
+    "TurnEnd",
 ]

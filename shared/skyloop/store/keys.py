@@ -19,6 +19,8 @@ Key design (one table, ``pk``/``sk`` strings, two sparse GSIs)::
     MCP tool listing    AGENT#<id>          TOOLS#<server name>
     bearer token        TOKEN#<sha256>      TOKEN                               by_owner:      token#<owner> / <ts>#<id>
     quota window        QUOTA#<owner>       WINDOW#<minute>                     (TTL expires_at)
+    live connection     LIVE#<connection>   CONNECTION                          (TTL expires_at: its 2-hour life)
+    live subscription   SESSION#<id>        LIVE#<connection>                   (TTL expires_at, as its connection)
 
 Indexes are named after what they index: ``by_owner`` lists a principal's
 agents, sessions or tokens newest last; ``by_agent_name`` lists the versions of
@@ -31,6 +33,15 @@ that index's key.
 Everything under a session shares its partition, so deleting a session and
 reading its log are single-partition operations; sequence numbers are 12
 digits wide so they sort as strings.
+
+The live channel (:mod:`skyloop.live`) keeps one row per WebSocket
+connection (who it authenticated as) and one per subscription, in the
+watched session's partition: the fan-out of a new event is one Query of
+``LIVE#`` rows beside it, and deleting the session drops its subscriptions.
+Both expire with the connection (API Gateway ends every connection within
+two hours), so a lost ``$disconnect`` leaves nothing behind for long. The
+table's stream carries every new ``EVENT#`` row to the fan-out function
+(an event-source filter on that prefix drops everything else).
 """
 
 from __future__ import annotations
@@ -57,6 +68,9 @@ SEQ_WIDTH = 12
 MAX_SEQ = 10**SEQ_WIDTH - 1
 META = "META"
 DEFAULT_OWNER = "local"
+EVENT_PREFIX = "EVENT#"  # the stream's event-source filter passes only these rows to the fan-out
+SESSION_PREFIX = "SESSION#"
+LIVE_PREFIX = "LIVE#"
 
 
 def created_key(ts_ns: int, ident: str) -> str:
@@ -73,7 +87,7 @@ def tool_listing_key(agent_id: str, server: str) -> dict[str, str]:
 
 
 def session_pk(session_id: str) -> str:
-    return f"SESSION#{session_id}"
+    return f"{SESSION_PREFIX}{session_id}"
 
 
 def session_key(session_id: str) -> dict[str, str]:
@@ -81,7 +95,7 @@ def session_key(session_id: str) -> dict[str, str]:
 
 
 def event_sk(seq: int) -> str:
-    return f"EVENT#{seq:0{SEQ_WIDTH}d}"
+    return f"{EVENT_PREFIX}{seq:0{SEQ_WIDTH}d}"
 
 
 def item_sk(anchor: int, seq: int, index: int) -> str:
@@ -89,6 +103,21 @@ def item_sk(anchor: int, seq: int, index: int) -> str:
 
 
 ITEM_PREFIX = "ITEM#"
+
+
+def session_id_of(pk: str) -> str:
+    """The session id of a ``SESSION#<id>`` partition key."""
+    return pk.removeprefix(SESSION_PREFIX)
+
+
+def live_connection_key(connection_id: str) -> dict[str, str]:
+    """A live WebSocket connection: who it authenticated as, and which sessions it watches."""
+    return {PK: f"{LIVE_PREFIX}{connection_id}", SK: "CONNECTION"}
+
+
+def live_subscription_key(session_id: str, connection_id: str) -> dict[str, str]:
+    """A connection's subscription to a session, beside the session's events (one Query fans out)."""
+    return {PK: session_pk(session_id), SK: f"{LIVE_PREFIX}{connection_id}"}
 
 
 def dedupe_key(session_id: str, key: str) -> dict[str, str]:

@@ -23,7 +23,6 @@ from skyloop.models.session import (
     SessionFile,
     TaskError,
     Turn,
-    TurnUsage,
 )
 from skyloop.store import keys, notifier
 from skyloop.store.records import AppendResult, ConditionFailedError, StoredEvent, TokenRecord, TurnDecision
@@ -299,6 +298,7 @@ class MemoryStore:
         if batch.decision is not None:
             fields["input_tokens"] = session.input_tokens + batch.decision.input_tokens
             fields["output_tokens"] = session.output_tokens + batch.decision.output_tokens
+            fields["spend_micros"] = session.spend_micros + batch.decision.cost_micros
         return session.model_copy(update=fields)
 
     def _apply(self, data: _SessionData, batch: Append, now: int) -> AppendResult:
@@ -343,9 +343,15 @@ class MemoryStore:
                     "await_iteration": decision.iteration,
                     "input_tokens": turn.input_tokens + decision.input_tokens,
                     "output_tokens": turn.output_tokens + decision.output_tokens,
+                    "spend_micros": turn.spend_micros + decision.cost_micros,
                 }
             )
             data.decisions[decision.response_id] = decision
+        end = batch.turn_end
+        if end is not None and end.response_id in data.turns:
+            data.turns[end.response_id] = data.turns[end.response_id].model_copy(
+                update={"status": end.status, "completed_at": end.completed_at, "error": end.error}
+            )
         for resolution in batch.approvals:
             key = (resolution.call.response_id, resolution.call.call_id)
             update: dict[str, Any] = {
@@ -410,15 +416,6 @@ class MemoryStore:
             raise NotFoundError(f"Turn not found: '{response_id}'")
         return turn
 
-    def list_turn_usage(self, session_id: str) -> list[TurnUsage]:
-        with self._lock:
-            data = self._sessions.get(session_id)
-            turns = list(data.turns.values()) if data else []
-            found = [
-                TurnUsage.model_validate(t.model_dump(include=set(TurnUsage.model_fields))) for t in turns
-            ]
-        return sorted(found, key=lambda t: (t.created_at, t.response_id))
-
     def get_turn(self, session_id: str, response_id: str) -> Turn:
         with self._lock:
             data = self._sessions.get(session_id)
@@ -431,6 +428,16 @@ class MemoryStore:
             return turn.model_copy(
                 update={"resumed_iteration": resumed, "decided_iteration": decided}, deep=True
             )
+
+    def list_turns(self, session_id: str) -> list[Turn]:
+        with self._lock:
+            data = self._sessions.get(session_id)
+            turns = list(data.turns.values()) if data else []
+            out = [
+                t.model_copy(update={"tools": [], "task_token": None}, deep=True)
+                for t in sorted(turns, key=lambda t: (t.created_at, t.response_id))
+            ]
+        return [self.get_turn(session_id, t.response_id).model_copy(update={"tools": []}) for t in out]
 
     def get_decision(self, session_id: str, response_id: str) -> TurnDecision | None:
         with self._lock:

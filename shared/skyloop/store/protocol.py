@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from skyloop.models.agent import Agent
-    from skyloop.models.session import ConversationItem, PendingCall, Session, SessionFile, Turn, TurnUsage
+    from skyloop.models.session import ConversationItem, PendingCall, Session, SessionFile, Turn
     from skyloop.store.records import (
         Append,
         AppendResult,
@@ -74,7 +74,7 @@ class Store(Protocol):
 
     # turns and their client calls
     def get_turn(self, session_id: str, response_id: str) -> Turn: ...
-    def list_turn_usage(self, session_id: str) -> list[TurnUsage]: ...
+    def list_turns(self, session_id: str) -> list[Turn]: ...  # oldest first, without their tools
     def get_decision(self, session_id: str, response_id: str) -> TurnDecision | None: ...
     def park_turn(self, session_id: str, response_id: str, *, task_token: str, iteration: int) -> None: ...
     def claim_resume(self, session_id: str, response_id: str, iteration: int) -> bool: ...

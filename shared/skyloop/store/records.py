@@ -71,6 +71,17 @@ class TurnDecision:
     unanswered: int
     input_tokens: int = 0  # what this model call used, added to the turn's and the session's totals
     output_tokens: int = 0
+    cost_micros: int = 0  # what it cost in millionths of a USD (skyloop.pricing), added the same way
+
+
+@dataclass(frozen=True)
+class TurnEnd:
+    """How a turn ended, recorded on its turn row in the append that publishes its terminal event."""
+
+    response_id: str
+    status: str  # completed | failed | cancelled
+    completed_at: int
+    error: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +115,7 @@ class Append:
     cancel_calls: list[tuple[PendingCall, str]] = field(default_factory=list)  # (unanswered call, output)
     approvals: list[ApprovalResolution] = field(default_factory=list)  # each counts the turn's wait down
     claims: list[str] = field(default_factory=list)  # further dedupe markers put in the same write
+    turn_end: TurnEnd | None = None  # the turn this append ends, recorded on its row
 
     def event(self, type_: str, data: dict[str, Any] | None = None) -> int:
         self.events.append((type_, dict(data or {})))

@@ -55,8 +55,7 @@ def frame(payload: dict[str, Any], *, seq: int | None = None) -> str:
 
 
 def event_frame(event: StoredEvent) -> str:
-    payload = {"type": event.type, **event.data, "sequence_number": event.seq}
-    return frame(payload, seq=event.seq)
+    return frame(ev.stream_payload(event.seq, event.type, event.data), seq=event.seq)
 
 
 def parse_cursor(last_event_id: str | None, after: str | None) -> int | None:
@@ -135,11 +134,36 @@ async def healthz(_: Request) -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
+# OpenAI's Agents API paths that carry a stream, and requests on the same paths that do not (they go
+# on to the API function): CloudFront sends these paths here whole (skyloop.stream.openai).
+OPENAI_EVENTS_PATH = "/openai/v1/agents/sessions/{session_id}/events"
+OPENAI_SESSIONS_PATH = "/openai/v1/agents/sessions"
+PROXY_METHODS = ["GET", "POST", "DELETE", "PATCH", "PUT"]
+
+
+def openai_routes() -> list[Route]:
+    async def events(request: Request) -> Any:
+        from skyloop.stream import openai
+
+        return await openai.events(request)
+
+    async def sessions(request: Request) -> Any:
+        from skyloop.stream import openai
+
+        return await openai.sessions(request)
+
+    return [
+        Route(OPENAI_EVENTS_PATH, events, methods=PROXY_METHODS),
+        Route(OPENAI_SESSIONS_PATH, sessions, methods=PROXY_METHODS),
+    ]
+
+
 def create_app() -> Starlette:
     return Starlette(
         routes=[
             Route("/healthz", healthz),
             Route("/v1/sessions/{session_id}/stream", stream_session),
+            *openai_routes(),
         ],
         lifespan=_lifespan,
     )

@@ -28,7 +28,15 @@ from skyloop.errors import (
 )
 from skyloop.ids import derived_id, new_id, new_response_id, new_turn_group_id
 from skyloop.models.session import Turn
-from skyloop.store import Append, ApprovalResolution, ConditionFailedError, Guard, NewItem, SessionChange
+from skyloop.store import (
+    Append,
+    ApprovalResolution,
+    ConditionFailedError,
+    Guard,
+    NewItem,
+    SessionChange,
+    TurnEnd,
+)
 from skyloop.turns.engine import StaleTokenError
 from skyloop.turns.state import TurnState
 
@@ -131,6 +139,7 @@ def end_turn(
         end_active_turn=True,
         last_task_error=error,
     )
+    batch.turn_end = TurnEnd(response_id, status, int(time.time()), error)
 
 
 # --------------------------------------------------------------------------------- start
@@ -414,6 +423,11 @@ def add_completed_call(batch: Append, call: PendingCall, output: str, agent_name
     )
 
 
+def await_key(response_id: str, iteration: int) -> str:
+    """The dedupe key under which an iteration's waiting calls are published (once, by whoever is first)."""
+    return f"{response_id}:{iteration}:await"
+
+
 def park(store: Store, engine: TurnEngine, state: TurnState, task_token: str, *, agent_name: str) -> None:
     """Keep the task token, then publish each unanswered call as ``action_required``.
 
@@ -429,7 +443,9 @@ def park(store: Store, engine: TurnEngine, state: TurnState, task_token: str, *,
         engine.wake(task_token)
         return
     calls = store.list_calls(state.session_id, state.response_id, iteration=iteration)
-    batch = turn_append(state, f"{state.response_id}:{iteration}:await", after_seq=state.last_seq)
+    # Under the key the model step claims when it published the calls itself (a hot wait): then this
+    # append is a duplicate and writes nothing.
+    batch = turn_append(state, await_key(state.response_id, iteration), after_seq=state.last_seq)
     waiting = False
     for call in calls:
         if call.output is not None:  # answered already (e.g. an unknown tool's error output) are not shown
@@ -543,10 +559,17 @@ def heartbeat(
         turn = store.get_turn(session_id, session.active_response_id)
     except NotFoundError:
         return {"queued": False, "parked": False}
-    waiting = turn.task_token and turn.await_iteration is not None
-    resumed = turn.resumed_iteration is not None and turn.resumed_iteration >= (turn.await_iteration or 0)
-    if not waiting or resumed:
+    if turn.unanswered <= 0:
         return {"queued": False, "parked": False}
+    # Calls are open. The model step may still be waiting for them itself (a hot wait: nothing to
+    # tell Step Functions yet); once parked, this iteration's task takes the heartbeat.
+    iteration = turn.decided_iteration
+    parked = turn.task_token and turn.await_iteration == iteration
+    resumed = (
+        turn.resumed_iteration is not None and iteration is not None and turn.resumed_iteration >= iteration
+    )
+    if not parked or resumed:
+        return {"queued": False, "parked": not resumed}
     assert turn.task_token is not None
     try:
         engine.heartbeat(turn.task_token)

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from skyloop import events as ev
 from skyloop.errors import ModelCallError, NotFoundError
 from skyloop.harnesses.base import FunctionCall, Usage
 from skyloop.ids import derived_id
 from skyloop.models.session import PendingCall, token_usage
+from skyloop.pricing import budget_reached, price_of
 from skyloop.store import ConditionFailedError, Guard, NewItem, TurnDecision
 from skyloop.turns import lifecycle
 from skyloop.turns.state import TurnError
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 DELTA_FLUSH_S = 0.1  # at most ~10 delta appends a second per turn: live enough, and bounds write cost
 DELTA_FLUSH_CHARS = 2048
 MAX_ATTEMPTS = 10
+BUDGET_EXCEEDED = "session_budget_exceeded"  # the turn error code when spend control stops a turn
 # The last streamed text rides in the result's append unless the response has this many calls (one
 # transaction holds at most 100 items; each call is one of them).
 FOLD_MAX_CALLS = 64
@@ -56,8 +59,14 @@ def run(
     timeout_s: float,
     report_usage: UsageReport = None,
     catalog: Catalog | None = None,
+    publish_waits: bool = False,
 ) -> TurnState:
     """The CallModel step for an active turn (the caller read ``session`` and ``turn`` and checked it is).
+
+    ``publish_waits``: when the model asks only for client tools, publish them
+    as ``action_required`` in the result's own append (the caller then waits for
+    their outputs itself, :mod:`skyloop.turns.hot_wait`), claiming the key the
+    parking step publishes under, so parking later publishes nothing twice.
 
     The model is offered the message's client tools and the agent's server
     tools (``catalog``); what it calls decides where the turn goes next.
@@ -78,17 +87,21 @@ def run(
     cutoff = session.last_seq
     items = store.list_items(state.session_id, through_seq=cutoff)
     consumed = max(state.consumed_seq, session.input_seq)
-    attempt = claim_attempt(store, state, chain)
-
+    check_budget(session)
     _check_endpoint(agent.spec)
+    # The attempt is numbered while the model call starts (a write the model's time hides); the first
+    # streamed batch, or the result, waits for it (a retry's announcement precedes its text).
+    attempt = background(claim_attempt, store, state, chain)
     deltas = DeltaWriter(store, state, attempt, chain)
+    spec = effective_spec(agent.spec, session, turn)
     try:
         offered = turn.tools + (catalog.definitions() if catalog else [])
-        spec = effective_spec(agent.spec, session, turn)
         result = model_caller(spec, items, offered, deltas.add, timeout_s=timeout_s)
     except ModelCallError as exc:
         deltas.flush()
         raise TurnError(exc.error_code, exc.message) from exc
+    finally:
+        attempt.result()  # no append of this step may overlap the attempt's claim
 
     batch = lifecycle.turn_append(state, result_key)
     deltas.finish(batch, result.text, len(result.calls))
@@ -123,7 +136,10 @@ def run(
     if calls and iteration >= state.max_iterations:
         raise TurnError("max_iterations", f"the turn reached its limit of {state.max_iterations} model calls")
     batch.new_calls = calls
+    if publish_waits and nxt == "await_client":
+        publish_client_calls(batch, calls, agent.name, lifecycle.await_key(state.response_id, i))
     tokens = Usage.of(result.usage)
+    price = price_of(spec.executor)
     batch.decision = TurnDecision(
         response_id=state.response_id,
         iteration=i,
@@ -132,6 +148,7 @@ def run(
         unanswered=unanswered,
         input_tokens=tokens.input_tokens,
         output_tokens=tokens.output_tokens,
+        cost_micros=price.cost_micros(tokens.input_tokens, tokens.output_tokens) if price else 0,
     )
     finished = nxt == "finish_turn" and finish_with_result(store, batch, chain, agent, turn, tokens, consumed)
     if not finished:
@@ -142,12 +159,21 @@ def run(
         update={
             "next": "stop" if finished else nxt,
             "finished": finished,
+            "wait_timeout_s": state.client_tool_timeout_s,
             "iteration": iteration,
             "consumed_seq": consumed,
             "last_seq": chain.seq,
             **route,
         }
     )
+
+
+def publish_client_calls(batch: Append, calls: list[PendingCall], agent_name: str, await_key: str) -> None:
+    """The open client calls as ``action_required`` in the result's append, under the parking step's key too."""
+    for call in calls:
+        if call.output is None and call.kind == "client":
+            batch.event(ev.RESPONSE_ITEM_DONE, lifecycle.call_event(call, "action_required", agent_name))
+    batch.claims.append(await_key)
 
 
 def finish_with_result(
@@ -190,6 +216,23 @@ def finish_with_result(
         return False
     chain.seq = None if result.duplicate else result.last_seq
     return True
+
+
+def check_budget(session: Session) -> None:
+    """Spend control: once the session's spend reached its limit, no model call is made; the turn ends.
+
+    Checked before every model call of a turn (the first included), with the
+    spend every landed model call added to the session row in its result's
+    write, so a turn stops at the first model call past its budget, whichever
+    API started it. The turn fails with ``session_budget_exceeded`` (the
+    OpenAI Agents API's code; its view shows the session as ``budget_reached``).
+    """
+    if budget_reached(session.spend_limit_cents, session.spend_micros):
+        raise TurnError(
+            BUDGET_EXCEEDED,
+            f"the session's spend ({session.spend_micros / 1_000_000:.6f} USD) reached its limit of "
+            f"{session.spend_limit_cents} cents",
+        )
 
 
 def _check_endpoint(spec: AgentSpec) -> None:
@@ -332,20 +375,43 @@ def record_outputs(
     return store.get_session(state.session_id)
 
 
+_POOL: ThreadPoolExecutor | None = None
+
+
+T = TypeVar("T")
+
+
+def background(fn: Callable[..., T], *args: Any) -> Future[T]:
+    """Run ``fn`` on the step's small pool (the Lambda's own process: one turn at a time)."""
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="skyloop-step")
+    return _POOL.submit(fn, *args)
+
+
 class DeltaWriter:
-    """Batches streamed text into appends so viewers see tokens live at a bounded write rate."""
+    """Batches streamed text into appends so viewers see tokens live at a bounded write rate.
+
+    ``attempt`` may still be being claimed (a future): the first batch waits for it.
+    """
 
     def __init__(
-        self, store: Store, state: TurnState, attempt: int = 0, chain: lifecycle.SeqChain | None = None
+        self,
+        store: Store,
+        state: TurnState,
+        attempt: int | Future[int] = 0,
+        chain: lifecycle.SeqChain | None = None,
     ) -> None:
         self.store = store
         self.state = state
-        self.attempt = attempt
+        self._attempt = attempt
         self.chain = chain or lifecycle.SeqChain(None)
         self.buffer: list[str] = []
         self.batches = 0
         self.last_flush = time.monotonic()
         self.sent_any = False
+        # the id the text's message item will have (so a viewer can tie deltas to the message)
+        self.message_id = derived_id(state.response_id, state.iteration, "message")
         self._lock = threading.Lock()
 
     def add(self, delta: str) -> None:
@@ -375,8 +441,13 @@ class DeltaWriter:
             rest, self.buffer = "".join(self.buffer), []
             if rest or (text and not self.sent_any):
                 batch.event(
-                    ev.RESPONSE_TEXT_DELTA, ev.text_delta(rest or text, response_id=self.state.response_id)
+                    ev.RESPONSE_TEXT_DELTA,
+                    ev.text_delta(rest or text, response_id=self.state.response_id, item_id=self.message_id),
                 )
+
+    @property
+    def attempt(self) -> int:
+        return self._attempt if isinstance(self._attempt, int) else self._attempt.result()
 
     def _flush_locked(self) -> None:
         self.last_flush = time.monotonic()
@@ -386,7 +457,10 @@ class DeltaWriter:
         batch = lifecycle.turn_append(
             self.state, f"{self.state.response_id}:{self.state.iteration}:delta:{self.attempt}:{self.batches}"
         )
-        batch.event(ev.RESPONSE_TEXT_DELTA, ev.text_delta(text, response_id=self.state.response_id))
+        batch.event(
+            ev.RESPONSE_TEXT_DELTA,
+            ev.text_delta(text, response_id=self.state.response_id, item_id=self.message_id),
+        )
         self.batches += 1
         self.chain.append(self.store, batch)
         self.sent_any = True

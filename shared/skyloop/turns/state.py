@@ -25,6 +25,9 @@ class TurnState(BaseModel):
     consumed_seq: int = 0
     client_tool_timeout_s: int = 3600
     client_heartbeat_s: int | None = None  # set: the wait for the client needs heartbeats this often
+    # the parked wait's own deadline (TimeoutSecondsPath): the client-tool deadline less what a hot
+    # wait already waited; None in older states: the client-tool deadline
+    wait_timeout_s: int | None = None
     max_iterations: int = 50
     error: dict[str, Any] | None = None  # set by the state machine's Catch
     finished: bool = False  # the model step completed the turn itself (no FinishTurn state)
@@ -40,6 +43,12 @@ class TurnState(BaseModel):
     # expects it instead of reading it (a stale value fails that append's condition, which then
     # re-reads and retries). None: unknown, the append reads it.
     last_seq: int | None = None
+
+    @model_validator(mode="after")
+    def _wait_deadline(self) -> TurnState:
+        if self.wait_timeout_s is None:
+            self.wait_timeout_s = self.client_tool_timeout_s
+        return self
 
 
 class TurnError(Exception):

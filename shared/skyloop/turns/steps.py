@@ -99,7 +99,10 @@ def model_budget_s(remaining_ms: int) -> float:
     return max(1.0, min(get_settings().model_timeout_s, remaining_ms / 1000 - STEP_MARGIN_S))
 
 
-@_stops_when_inactive
+# What a model call needs left of the invocation for the step to go on in it after a hot wait.
+MIN_MODEL_S = 60.0
+
+
 def call_model(
     store: Store,
     state: TurnState,
@@ -108,11 +111,65 @@ def call_model(
     timeout_s: float = 600.0,
     secrets: SecretStore | None = None,
     report_usage: model_step.UsageReport = None,
+    hot_wait_s: float = 0.0,
+    remaining_s: Callable[[], float] | None = None,
 ) -> TurnState:
+    """The ``CallModel`` state: one model call, and more while client tools answer fast.
+
+    With ``hot_wait_s`` a model call that asks for client tools publishes them
+    and waits for their outputs itself (:mod:`skyloop.turns.hot_wait`); when
+    they arrive in time, the next model call runs in this same invocation, so
+    a fast client round trip costs no state transition. ``remaining_s`` is the
+    invocation's time left (Lambda's), bounding both the waits and each model
+    call's ``timeout_s``.
+    """
+    from skyloop.turns import hot_wait
+
+    while True:
+        if remaining_s is not None:
+            timeout_s = max(1.0, min(timeout_s, remaining_s() - STEP_MARGIN_S))
+        result = _call_model_once(
+            store,
+            state,
+            model_caller,
+            timeout_s=timeout_s,
+            secrets=secrets,
+            report_usage=report_usage,
+            publish_waits=hot_wait_s > 0,
+        )
+        if result.next != "await_client" or hot_wait_s <= 0:
+            return result
+        left = remaining_s() if remaining_s is not None else float("inf")
+        window = hot_wait.window_s(result, hot_wait_s, left - STEP_MARGIN_S - MIN_MODEL_S)
+        if window <= 0:
+            return result
+        waited = hot_wait.wait_for_outputs(store, result, window)
+        if waited.next != "call_model" or (
+            remaining_s is not None and remaining_s() < STEP_MARGIN_S + MIN_MODEL_S
+        ):
+            return waited  # parked, stopped, or the next model call in a fresh invocation
+        state = waited
+
+
+@_stops_when_inactive
+def _call_model_once(
+    store: Store,
+    state: TurnState,
+    model_caller: model_step.ModelCaller = None,
+    *,
+    timeout_s: float = 600.0,
+    secrets: SecretStore | None = None,
+    report_usage: model_step.UsageReport = None,
+    publish_waits: bool = False,
+) -> TurnState:
+    # The session and the turn are read together (two reads' latency, once); a turn whose session says it
+    # is no longer active is left alone whatever its row says.
+    turn_read = model_step.background(store.get_turn, state.session_id, state.response_id)
     session = store.get_session(state.session_id)
     if not lifecycle.is_active(session, state.response_id):
+        turn_read.cancel()
         return state.model_copy(update={"next": "stop"})
-    turn = store.get_turn(state.session_id, state.response_id)
+    turn = turn_read.result()
     agent = with_api_key(agent_of(store, turn), secrets)
     caller = model_caller or model_step.default_caller(agent.spec.executor.harness)
     catalog = server_tools(store, agent, secrets)
@@ -126,6 +183,7 @@ def call_model(
         timeout_s=timeout_s,
         report_usage=report_usage,
         catalog=catalog,
+        publish_waits=publish_waits,
     )
 
 

@@ -1,7 +1,15 @@
 """The REST routes, one module per resource, each a Powertools ``Router`` included by the app."""
 
-from skyloop.api.routes import agents, events, files, health, runners, sessions
+from skyloop.api.routes import agents, events, files, health, openai, runners, sessions
 
-ROUTERS = (health.router, sessions.router, events.router, files.router, agents.router, runners.router)
+ROUTERS = (
+    health.router,
+    sessions.router,
+    events.router,
+    files.router,
+    agents.router,
+    runners.router,
+    openai.router,
+)
 
 __all__ = ["ROUTERS"]

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler import Response
 
 router = Router()
+LIVE_PROTOCOL = "skyloop.live.v1"  # the frames of skyloop.live.protocol
 
 
 @openapi.operation(router, "GET", "/health", summary="Liveness (never requires a token)")
@@ -77,6 +78,7 @@ def server_info() -> Response:
                 "logos": {"main": None, "loading": None, "favicon": None},
                 "powered_by": False,
             },
+            "live": _live_channel(),
         },
     )
 
@@ -122,3 +124,19 @@ def tool_sets() -> Response:
 
     data = [{"name": name, "tools": get_tool_set(name).TOOLS} for name in available_tool_sets()]
     return json_response(200, {"object": "list", "data": data})
+
+
+def _live_channel() -> dict[str, str] | None:
+    """Where the live channel (WebSocket push, ``skyloop.live``) is, for clients to discover; None without one.
+
+    A path (the local stack's ``/v1/live``) is on this host: answered as a
+    ``ws://`` URL of the host the request reached.
+    """
+    url = deps.get_settings().live_url
+    if not url:
+        return None
+    if url.startswith("/"):
+        headers = {k.lower(): v for k, v in (router.current_event.headers or {}).items()}
+        scheme = "wss" if headers.get("x-forwarded-proto") == "https" else "ws"
+        url = f"{scheme}://{headers.get('host', '127.0.0.1')}{url}"
+    return {"url": url, "protocol": LIVE_PROTOCOL}

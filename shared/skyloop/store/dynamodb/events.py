@@ -32,7 +32,14 @@ from skyloop.store.records import AppendResult, ConditionFailedError, Contention
 
 if TYPE_CHECKING:
     from skyloop.models.session import PendingCall
-    from skyloop.store.records import Append, ApprovalResolution, Guard, SessionChange, TurnDecision
+    from skyloop.store.records import (
+        Append,
+        ApprovalResolution,
+        Guard,
+        SessionChange,
+        TurnDecision,
+        TurnEnd,
+    )
 
 MAX_APPEND_ATTEMPTS = 50
 MAX_TRANSACTION_ITEMS = 100
@@ -104,6 +111,7 @@ class EventLog(TableBase):
         ops = 2 + len(batch.events) + len(batch.items) + len(batch.new_calls) + len(batch.cancel_calls)
         ops += len(batch.approvals) + (1 if batch.approvals else 0)
         ops += len(batch.claims) + (1 if batch.new_turn else 0) + (1 if batch.decision else 0)
+        ops += 1 if batch.turn_end is not None and batch.turn_end != _same_turn(batch) else 0
         if ops > MAX_TRANSACTION_ITEMS:
             raise ValueError("append batch too large for one transaction")
         last_seq = batch.after_seq
@@ -162,7 +170,9 @@ class EventLog(TableBase):
             ops.append(self._new_item_op({**turn, **tools, **turn_key}))
         ops += [self._new_item_op(self._call_item(call)) for call in batch.new_calls]
         if batch.decision is not None:
-            ops.append(self._decision_op(batch.session_id, batch.decision))
+            ops.append(self._decision_op(batch.session_id, batch.decision, batch.turn_end))
+        if batch.turn_end is not None and _same_turn(batch) != batch.turn_end:
+            ops.append(self._turn_end_op(batch.session_id, batch.turn_end))
         ops += [self._cancel_call_op(call, output) for call, output in batch.cancel_calls]
         if batch.approvals:
             ops += [self._approval_op(resolution) for resolution in batch.approvals]
@@ -278,7 +288,23 @@ class EventLog(TableBase):
             item.update(self._text_out("output", item.pop("output"), prefix))
         return {**item, **keys.call_key(call.session_id, call.response_id, call.call_id)}
 
-    def _decision_op(self, session_id: str, decision: TurnDecision) -> dict[str, Any]:
+    def _turn_end_op(self, session_id: str, end: TurnEnd) -> dict[str, Any]:
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {}
+        expression = "SET " + ", ".join(_turn_end_sets(end, names, values))
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": codec.to_item(keys.turn_key(session_id, end.response_id)),
+                "UpdateExpression": expression,
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    def _decision_op(
+        self, session_id: str, decision: TurnDecision, end: TurnEnd | None = None
+    ) -> dict[str, Any]:
         recorded = {
             "iteration": decision.iteration,
             "next": decision.next,
@@ -286,6 +312,7 @@ class EventLog(TableBase):
             "unanswered": decision.unanswered,
             "input_tokens": decision.input_tokens,
             "output_tokens": decision.output_tokens,
+            "cost_micros": decision.cost_micros,
         }
         values = {
             ":u": codec.attr(decision.unanswered),
@@ -293,11 +320,17 @@ class EventLog(TableBase):
             ":d": codec.attr(codec.dumps(recorded)),
         }
         adds = _token_adds(decision, values, ":t")
+        names: dict[str, str] = {}
+        sets = ["unanswered = :u", "await_iteration = :i", "last_decision = :d"]
+        if end is not None:  # the same model call's result ends the turn: one update of the row
+            sets += _turn_end_sets(end, names, values)
+        update: dict[str, Any] = {"ExpressionAttributeNames": names} if names else {}
         return {
             "Update": {
+                **update,
                 "TableName": self.table,
                 "Key": codec.to_item(keys.turn_key(session_id, decision.response_id)),
-                "UpdateExpression": "SET unanswered = :u, await_iteration = :i, last_decision = :d" + adds,
+                "UpdateExpression": "SET " + ", ".join(sets) + adds,
                 "ConditionExpression": "attribute_exists(pk)",
                 "ExpressionAttributeValues": values,
             }
@@ -451,9 +484,34 @@ class EventLog(TableBase):
 
 
 def _token_adds(decision: TurnDecision | None, values: dict[str, Any], prefix: str) -> str:
-    """`` ADD`` clause summing a model call's tokens into a row (atomic; the append's dedupe makes it once)."""
-    if decision is None or not (decision.input_tokens or decision.output_tokens):
+    """`` ADD`` clause summing a model call's tokens (and cost) into a row (atomic; the append's dedupe
+    makes it once)."""
+    if decision is None or not (decision.input_tokens or decision.output_tokens or decision.cost_micros):
         return ""
     values[prefix + "in"] = codec.attr(decision.input_tokens)
     values[prefix + "out"] = codec.attr(decision.output_tokens)
-    return f" ADD input_tokens {prefix}in, output_tokens {prefix}out"
+    adds = f" ADD input_tokens {prefix}in, output_tokens {prefix}out"
+    if decision.cost_micros:
+        values[prefix + "usd"] = codec.attr(decision.cost_micros)
+        adds += f", spend_micros {prefix}usd"
+    return adds
+
+
+def _same_turn(batch: Append) -> TurnEnd | None:
+    """The batch's turn end when its decision's update of the same row carries it (one op, not two)."""
+    end = batch.turn_end
+    if end is not None and batch.decision is not None and batch.decision.response_id == end.response_id:
+        return end
+    return None
+
+
+def _turn_end_sets(end: TurnEnd, names: dict[str, str], values: dict[str, Any]) -> list[str]:
+    """``SET`` clauses recording how a turn ended on its row (``status`` is a reserved word)."""
+    names["#end_status"] = "status"
+    values[":end_status"] = codec.attr(end.status)
+    values[":end_at"] = codec.attr(end.completed_at)
+    sets = ["#end_status = :end_status", "completed_at = :end_at"]
+    if end.error is not None:
+        values[":end_error"] = codec.attr(codec.dumps(end.error))
+        sets.append("turn_error = :end_error")
+    return sets

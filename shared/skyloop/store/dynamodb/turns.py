@@ -8,10 +8,36 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from skyloop.errors import NotFoundError
-from skyloop.models.session import PendingCall, Turn, TurnUsage
+from skyloop.models.session import PendingCall, Turn
 from skyloop.store import codec, keys
 from skyloop.store.dynamodb.base import TableBase, error_code
 from skyloop.store.records import TurnDecision
+
+# What a turn listing reads of each row (no tools, no task token)
+TURN_LISTING = (
+    "session_id",
+    "response_id",
+    "agent_id",
+    "created_at",
+    "input_tokens",
+    "output_tokens",
+    "spend_micros",
+    "status",
+    "completed_at",
+    "turn_error",
+    "await_iteration",
+    "unanswered",
+    "resumed_iteration",
+    "last_decision",
+)
+
+
+def _turn_from(attrs: dict[str, Any]) -> Turn:
+    attrs = dict(attrs)
+    decision = codec.loads(attrs.get("last_decision"))
+    attrs["decided_iteration"] = decision["iteration"] if decision else None
+    attrs["error"] = codec.loads(attrs.pop("turn_error", None))
+    return Turn.model_validate({k: v for k, v in attrs.items() if k in Turn.model_fields})
 
 
 class TurnRecords(TableBase):
@@ -20,12 +46,10 @@ class TurnRecords(TableBase):
         if attrs is None:
             raise NotFoundError(f"Turn not found: '{response_id}'")
         attrs["tools"] = codec.loads(self._text_in(attrs, "tools"), [])
-        decision = codec.loads(attrs.get("last_decision"))
-        attrs["decided_iteration"] = decision["iteration"] if decision else None
-        return Turn.model_validate({k: v for k, v in attrs.items() if k in Turn.model_fields})
+        return _turn_from(attrs)
 
-    def list_turn_usage(self, session_id: str) -> list[TurnUsage]:
-        """Every turn's token counts, oldest first: one query of the session's ``TURN#`` rows."""
+    def list_turns(self, session_id: str) -> list[Turn]:
+        """Every turn of a session, oldest first (without their tools: a listing shows none)."""
         rows = self._query_all(
             {
                 "TableName": self.table,
@@ -34,12 +58,13 @@ class TurnRecords(TableBase):
                     ":p": codec.attr(keys.session_pk(session_id)),
                     ":t": codec.attr(keys.TURN_PREFIX),
                 },
-                "ProjectionExpression": "response_id, created_at, input_tokens, output_tokens",
+                "ProjectionExpression": ", ".join(f"#a{i}" for i in range(len(TURN_LISTING))),
+                "ExpressionAttributeNames": {f"#a{i}": name for i, name in enumerate(TURN_LISTING)},
                 "ConsistentRead": True,
             }
         )
-        found = [TurnUsage.model_validate(r) for r in rows]
-        return sorted(found, key=lambda t: (t.created_at, t.response_id))
+        turns = [_turn_from(attrs) for attrs in rows]
+        return sorted(turns, key=lambda t: (t.created_at, t.response_id))
 
     def get_decision(self, session_id: str, response_id: str) -> TurnDecision | None:
         """The decision the turn's last landed model call recorded, if any."""

@@ -1,0 +1,225 @@
+"""``/openai/v1/agents...``: OpenAI's Agents API (``client.beta.agents``), thin over :mod:`skyloop.openai_compat`.
+
+The SSE stream (``GET .../agents/sessions/{id}/events``) and a streamed create
+(``POST .../agents/sessions`` with ``stream: true``) are the stream function's
+(:mod:`skyloop.stream.openai`); everything else is here. Errors under this
+prefix are OpenAI's shape (``skyloop.api.app``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Router
+
+from skyloop.api import openapi
+from skyloop.api.body import parse_model
+from skyloop.api.routes._common import current_event, json_response, request
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+router = Router()
+P = "/openai/v1/agents"
+
+
+def _body(model: type[BaseModel], what: str) -> Any:
+    req = request(router)
+    data = req.json_object(required=False)
+    return parse_model(model, data, what=what), req.idempotency_key()
+
+
+def _query(model: type[BaseModel]) -> tuple[Any, dict[str, str]]:
+    """The query validated as ``model``; ``metadata[key]=value`` pairs apart (the SDK's deepObject form)."""
+    raw = dict(current_event(router).query_string_parameters or {})
+    metadata = {
+        k[len("metadata[") : -1]: v for k, v in raw.items() if k.startswith("metadata[") and k.endswith("]")
+    }
+    rest = {k: v for k, v in raw.items() if not k.startswith("metadata[")}
+    return parse_model(model, rest, what="query"), metadata
+
+
+def _service() -> Any:
+    from skyloop.openai_compat import service
+
+    return service
+
+
+def _unsupported_segment(name: str) -> None:
+    from skyloop.openai_compat import unsupported
+
+    error = unsupported.for_path(f"/{name}/")
+    if error is not None:
+        raise error
+
+
+# ------------------------------------------------------------------------------ agents
+@openapi.operation(router, "POST", P, summary="OpenAI Agents API: create an agent", status=200)
+def create_agent() -> Response:
+    from skyloop.openai_compat.requests import AgentConfig
+
+    config, _ = _body(AgentConfig, "agent")
+    return json_response(200, _service().create_agent(config))
+
+
+@openapi.operation(router, "GET", P, summary="OpenAI Agents API: list agents", status=200)
+def list_agents() -> Response:
+    from skyloop.openai_compat.requests import ListQuery
+
+    q, _ = _query(ListQuery)
+    return json_response(200, _service().list_agents(after=q.after, limit=q.limit, order=q.order))
+
+
+@openapi.operation(
+    router, "GET", P + "/<agent_id>", summary="OpenAI Agents API: retrieve an agent", status=200
+)
+def get_agent(agent_id: str) -> Response:
+    _unsupported_segment(agent_id)
+    return json_response(200, _service().get_agent(agent_id))
+
+
+@openapi.operation(
+    router,
+    "POST",
+    P + "/<agent_id>",
+    summary="OpenAI Agents API: update an agent (a new version, the same id)",
+    status=200,
+)
+def update_agent(agent_id: str) -> Response:
+    from skyloop.openai_compat.requests import AgentConfig
+
+    _unsupported_segment(agent_id)
+    config, _ = _body(AgentConfig, "agent update")
+    return json_response(200, _service().update_agent(agent_id, config))
+
+
+@openapi.operation(
+    router, "DELETE", P + "/<agent_id>", summary="OpenAI Agents API: delete an agent", status=200
+)
+def delete_agent(agent_id: str) -> Response:
+    _unsupported_segment(agent_id)
+    return json_response(200, _service().delete_agent(agent_id))
+
+
+# ---------------------------------------------------------------------------- sessions
+@openapi.operation(
+    router,
+    "POST",
+    P + "/sessions",
+    summary="OpenAI Agents API: create a session (stream: true is the stream function's)",
+    status=200,
+)
+def create_session() -> Response:
+    from skyloop.openai_compat.requests import SessionCreate
+
+    body, key = _body(SessionCreate, "session")
+    return json_response(200, _service().create_session(body, key))
+
+
+@openapi.operation(router, "GET", P + "/sessions", summary="OpenAI Agents API: list sessions", status=200)
+def list_sessions() -> Response:
+    from skyloop.openai_compat.requests import SessionListQuery
+
+    q, metadata = _query(SessionListQuery)
+    return json_response(
+        200,
+        _service().list_sessions(
+            after=q.after, limit=q.limit, order=q.order, agent_id=q.agent_id, metadata=metadata
+        ),
+    )
+
+
+@openapi.operation(
+    router, "GET", P + "/sessions/<session_id>", summary="OpenAI Agents API: retrieve a session", status=200
+)
+def get_session(session_id: str) -> Response:
+    return json_response(200, _service().get_session(session_id), headers={"Cache-Control": "no-store"})
+
+
+@openapi.operation(
+    router, "POST", P + "/sessions/<session_id>", summary="OpenAI Agents API: update a session", status=200
+)
+def update_session(session_id: str) -> Response:
+    from skyloop.openai_compat.requests import SessionUpdate
+
+    body, _ = _body(SessionUpdate, "session update")
+    return json_response(200, _service().update_session(session_id, body))
+
+
+@openapi.operation(
+    router, "DELETE", P + "/sessions/<session_id>", summary="OpenAI Agents API: delete a session", status=200
+)
+def delete_session(session_id: str) -> Response:
+    return json_response(200, _service().delete_session(session_id))
+
+
+@openapi.operation(
+    router,
+    "POST",
+    P + "/sessions/<session_id>/events",
+    summary="OpenAI Agents API: post input, tool results, approvals, a cancel",
+    status=202,
+)
+def post_events(session_id: str) -> Response:
+    from skyloop.openai_compat.requests import EventsCreate
+
+    body, key = _body(EventsCreate, "events")
+    _service().post_events(session_id, body, key)
+    return Response(status_code=202, body="")
+
+
+@openapi.operation(
+    router,
+    "GET",
+    P + "/sessions/<session_id>/items",
+    summary="OpenAI Agents API: a session's items",
+    status=200,
+)
+def list_items(session_id: str) -> Response:
+    from skyloop.openai_compat.requests import ListQuery
+
+    q, _ = _query(ListQuery)
+    return json_response(200, _service().list_items(session_id, after=q.after, limit=q.limit, order=q.order))
+
+
+@openapi.operation(
+    router,
+    "GET",
+    P + "/sessions/<session_id>/turns",
+    summary="OpenAI Agents API: a session's turns",
+    status=200,
+)
+def list_turns(session_id: str) -> Response:
+    from skyloop.openai_compat.requests import ListQuery
+
+    q, _ = _query(ListQuery)
+    return json_response(200, _service().list_turns(session_id, after=q.after, limit=q.limit, order=q.order))
+
+
+@openapi.operation(
+    router,
+    "GET",
+    P + "/sessions/<session_id>/turns/<turn_id>",
+    summary="OpenAI Agents API: one turn",
+    status=200,
+)
+def get_turn(session_id: str, turn_id: str) -> Response:
+    return json_response(200, _service().get_turn(session_id, turn_id))
+
+
+@openapi.operation(
+    router,
+    "GET",
+    P + "/sessions/<session_id>/turns/<turn_id>/items",
+    summary="OpenAI Agents API: one turn's items",
+    status=200,
+)
+def list_turn_items(session_id: str, turn_id: str) -> Response:
+    from skyloop.openai_compat.requests import ListQuery
+
+    q, _ = _query(ListQuery)
+    return json_response(
+        200,
+        _service().list_items(session_id, after=q.after, limit=q.limit, order=q.order, turn_id=turn_id),
+    )

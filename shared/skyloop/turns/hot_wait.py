@@ -1,0 +1,98 @@
+"""The model step waits for fast client tools itself, instead of parking the turn at once.
+
+Parking a turn on its client calls costs a ``Route`` and an ``AwaitClient``
+state, one more Lambda invocation, a callback resume and the next
+``CallModel`` invocation: on AWS about a quarter second and five state
+transitions ($0.000125) per client round trip. Most client tools answer in
+well under a second (a file read, a grep). So when a model call asks only for
+client tools, its step publishes the calls in the result's own append
+(``action_required``), then polls the turn row for the outputs: if they all
+arrive within ``SKYLOOP_HOT_WAIT_S`` (and the invocation has time left), the
+same invocation goes on with the next model call. Otherwise it returns
+``await_client`` and the turn parks as before, with what is left of its
+deadline; parking publishes nothing twice (the result's append claimed its key)
+and resumes the turn itself if the last output arrived in between.
+
+No wake-up is lost between the two: an output that completes the set while
+nobody holds a task token resumes nothing (``lifecycle.resume`` needs the
+token of this iteration), and the step that parks stores its token *before*
+it lists the calls. A hot wait writes nothing: polling is a strongly
+consistent read of the turn row (and, every so often, of the session, so an
+interrupt or a delete ends the wait at once).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING
+
+from skyloop.errors import NotFoundError
+from skyloop.turns import lifecycle
+from skyloop.turns.state import TurnError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from skyloop.store import Store
+    from skyloop.turns.state import TurnState
+
+# Fast tools answer within a second or two of being published (the client sees the call, runs it,
+# posts): read often then, so the output is noticed within ~10 ms; after that, ten reads a second.
+FAST_POLL_S = 0.02
+FAST_FOR_S = 2.0
+SLOW_POLL_S = 0.1
+SESSION_CHECK_S = 0.5  # how stale an interrupt or a delete may be before the wait notices it
+
+
+def window_s(state: TurnState, configured_s: float, remaining_s: float) -> float:
+    """How long this wait may run: the setting, within the deadline and the invocation's own time.
+
+    An agent that wants heartbeats waits hot at most one heartbeat period and
+    keeps more than one of its deadline for the parked wait (Step Functions
+    requires the heartbeat below the timeout).
+    """
+    deadline = float(state.wait_timeout_s or state.client_tool_timeout_s)
+    if state.client_heartbeat_s is not None:
+        # and a vanished client is still noticed within about two heartbeat periods
+        deadline = min(deadline - state.client_heartbeat_s - 1, state.client_heartbeat_s)
+    return max(0.0, min(configured_s, deadline, remaining_s))
+
+
+def wait_for_outputs(
+    store: Store,
+    state: TurnState,
+    window: float,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> TurnState:
+    """Poll until the iteration's calls all have outputs (``call_model``), the window ends
+    (``await_client``, with the rest of the deadline) or the turn is no longer active (``stop``)."""
+    iteration = state.iteration - 1
+    started = last_check = clock()
+    while True:
+        try:
+            turn = store.get_turn(state.session_id, state.response_id)
+        except NotFoundError:  # the session was deleted
+            return state.model_copy(update={"next": "stop"})
+        if turn.decided_iteration == iteration and turn.unanswered == 0:
+            return state.model_copy(update={"next": "call_model"})
+        now = clock()
+        if now - last_check >= SESSION_CHECK_S:
+            last_check = now
+            try:
+                session = store.get_session(state.session_id)
+            except NotFoundError:
+                return state.model_copy(update={"next": "stop"})
+            if not lifecycle.is_active(session, state.response_id):
+                return state.model_copy(update={"next": "stop"})
+        waited = now - started
+        if waited >= window:
+            left = (state.wait_timeout_s or state.client_tool_timeout_s) - math.ceil(waited)
+            if left < 1:
+                raise TurnError(
+                    "client_tool_timeout", "no output arrived for a client-side tool call before its deadline"
+                )
+            return state.model_copy(update={"next": "await_client", "wait_timeout_s": left})
+        sleep(min(FAST_POLL_S if waited < FAST_FOR_S else SLOW_POLL_S, window - waited))

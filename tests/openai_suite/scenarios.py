@@ -1,0 +1,428 @@
+"""Scenarios of the OpenAI Agents API suite; each takes a :class:`Target` and runs the SDK against it.
+
+Every client validates every response strictly against the pinned SDK's
+types (``_strict_response_validation``), so a shape that drifts from
+``openai/types/beta/agents`` fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from openai import AsyncOpenAI, OpenAI
+
+TOOL_PARAMS = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
+HANDLER_OUTPUT = "forty-two from the client's handler"
+
+
+@dataclass
+class Target:
+    base_url: str  # the deployment's endpoint (skyloop's own API under /v1)
+    token: str = "unused"  # a skyloop bearer token (the SDK's api_key)
+
+    def client(self, **kwargs: Any) -> OpenAI:
+        return OpenAI(
+            base_url=f"{self.base_url}/openai/v1",
+            api_key=self.token,
+            max_retries=0,
+            timeout=30,
+            _strict_response_validation=True,
+            **kwargs,
+        )
+
+    def async_client(self) -> AsyncOpenAI:
+        return AsyncOpenAI(
+            base_url=f"{self.base_url}/openai/v1",
+            api_key=self.token,
+            max_retries=0,
+            timeout=30,
+            _strict_response_validation=True,
+        )
+
+    def register(self, spec: dict[str, Any]) -> str:
+        """Register a skyloop agent through skyloop's own ``/v1/agents``; its id."""
+        r = httpx.post(
+            f"{self.base_url}/v1/agents",
+            json=spec,
+            headers={"Authorization": f"Bearer {self.token}"},
+            timeout=30,
+        )
+        assert r.status_code == 201, r.text
+        return str(r.json()["id"])
+
+
+def scripted_agent(target: Target, script: list[dict[str, Any]], **executor: Any) -> str:
+    """A skyloop agent answering from ``script`` (harness ``scripted``); its id."""
+    name = f"oa-{uuid.uuid4().hex[:10]}"
+    spec = {
+        "name": name,
+        "prompt": "Use your tools.",
+        "executor": {"harness": "scripted", "model": "scripted", "script": script, **executor},
+        "tools": {
+            "lookup": {
+                "type": "function",
+                "runtime": "client",
+                "description": "Look it up",
+                "parameters": TOOL_PARAMS,
+            }
+        },
+    }
+    return target.register(spec)
+
+
+TOOL_SCRIPT = [
+    {"tool_calls": [{"name": "lookup", "arguments": {"q": "answer"}}]},
+    {"text": "The tool said: {{output}}"},
+]
+
+
+def new_session(client: OpenAI, agent_id: str, **kwargs: Any) -> Any:
+    return client.beta.agents.sessions.create(
+        environment={"type": "self_hosted", "workspace_directory": "/work"}, agent_id=agent_id, **kwargs
+    )
+
+
+def read_until(stream: Any, stop: str, *, limit: int = 500) -> list[Any]:
+    out = []
+    for event in stream:
+        out.append(event)
+        if event.type == stop or len(out) >= limit:
+            break
+    return out
+
+
+# --------------------------------------------------------------------------- scenarios
+def agents_crud(target: Target) -> None:
+    client = target.client()
+    agents = client.beta.agents
+    created = agents.create(
+        model="gpt-4.1-mini",
+        name="Support bot",
+        instructions="Be brief.",
+        metadata={"team": "support"},
+        tools=[
+            {"type": "function", "name": "lookup", "description": "Look it up", "parameters": TOOL_PARAMS}
+        ],
+    )
+    assert created.object == "agent"
+    assert (created.model, created.name, created.instructions) == ("gpt-4.1-mini", "Support bot", "Be brief.")
+    assert [t.type for t in created.tools] == ["function"]
+    assert created.tools[0].name == "lookup"
+    assert agents.retrieve(created.id).metadata == {"team": "support"}
+
+    updated = agents.update(created.id, instructions="Be thorough.", metadata={"team": "ops"})
+    assert updated.id == created.id  # same id, newer version
+    again = agents.retrieve(created.id)
+    assert (again.instructions, again.metadata, again.name) == (
+        "Be thorough.",
+        {"team": "ops"},
+        "Support bot",
+    )
+    assert again.tools[0].name == "lookup"
+
+    second = agents.create(model="gpt-4.1-mini", name="Second")
+    listed = [a.id for a in agents.list(limit=1)]  # auto-paging, one per page
+    assert created.id in listed
+    assert second.id in listed
+    assert listed.count(created.id) == 1  # one row per agent, not per version
+
+    # an agent registered through skyloop's own /v1/agents is usable here by its id
+    v1_id = scripted_agent(target, TOOL_SCRIPT)
+    v1 = agents.retrieve(v1_id)
+    assert v1.id == v1_id
+    assert v1.instructions == "Use your tools."
+    assert v1.tools[0].name == "lookup"
+
+    deleted = agents.delete(created.id)
+    assert deleted.deleted is True
+    assert deleted.id == created.id
+    with pytest.raises(openai.NotFoundError) as err:
+        agents.retrieve(created.id)
+    assert err.value.body["type"] == "not_found_error"  # type: ignore[index]
+    agents.delete(second.id)
+
+
+def client_tool_turn(target: Target) -> str:
+    """``sessions.stream(..., tool_handlers=...)``: the handler's output reaches the model."""
+    client = target.client()
+    agent_id = scripted_agent(target, TOOL_SCRIPT)
+    session = new_session(client, agent_id, metadata={"suite": "tool"})
+    assert session.status == "idle"
+    assert session.environment.type == "self_hosted"
+    seen: list[dict[str, Any]] = []
+
+    def lookup(arguments: dict[str, Any]) -> str:
+        seen.append(arguments)
+        return HANDLER_OUTPUT
+
+    with client.beta.agents.sessions.stream(
+        session.id, input="look it up", tool_handlers={"lookup": lookup}
+    ) as s:
+        result = s.get_final_result()
+    assert seen == [{"q": "answer"}]
+    assert result.output_text == f"The tool said: {HANDLER_OUTPUT}"
+    assert result.turn.status == "completed"
+    after = client.beta.agents.sessions.retrieve(session.id)
+    assert after.status == "idle"
+    assert after.required_actions == []
+    return session.id
+
+
+def replay_finished_turn(target: Target) -> None:
+    """``events.stream`` with ``Last-Event-ID: 0`` replays a finished turn in order."""
+    client = target.client()
+    session_id = client_tool_turn(target)
+    with client.beta.agents.sessions.events.stream(
+        session_id, extra_headers={"Last-Event-ID": "0"}
+    ) as stream:
+        events = read_until(stream, "agent.session.idle")
+    types = [e.type for e in events]
+    order = [
+        "agent.session.turn.created",
+        "agent.session.requires_action",
+        "agent.session.turn.completed",
+        "agent.session.idle",
+    ]
+    positions = [types.index(t) for t in order]
+    assert positions == sorted(positions), types
+    calls = [
+        e for e in events if e.type == "agent.session.turn.item.added" and e.item.type == "function_call"
+    ]
+    assert [c.item.name for c in calls] == ["lookup"]
+    outputs = [
+        e.item
+        for e in events
+        if e.type == "agent.session.turn.item.added" and e.item.type == "function_call_output"
+    ]
+    assert [o.output for o in outputs] == [HANDLER_OUTPUT]
+    assert len({e.event_id for e in events}) == len(events)
+
+
+def listings(target: Target) -> None:
+    client = target.client()
+    sessions = client.beta.agents.sessions
+    session_id = client_tool_turn(target)
+    items = list(sessions.items.list(session_id, limit=2, order="asc"))  # auto-paged, two a page
+    assert [i.type for i in items] == ["message", "function_call", "function_call_output", "message"]
+    assert items[0].role == "user"
+    assert items[-1].role == "assistant"
+    turn_id = items[-1].turn_id
+    assert {i.turn_id for i in items} == {turn_id}
+    newest_first = list(sessions.items.list(session_id, limit=3))
+    assert [i.id for i in newest_first] == [i.id for i in reversed(items)]
+
+    turns = list(sessions.turns.list(session_id))
+    assert [t.id for t in turns] == [turn_id]
+    assert turns[0].status == "completed"
+    assert turns[0].agent_id
+    assert turns[0].completed_at is not None
+    turn = sessions.turns.retrieve(turn_id, session_id=session_id)
+    assert turn.status == "completed"
+    assert turn.session_id == session_id
+    turn_items = list(sessions.turns.items.list(turn_id, session_id=session_id, limit=1, order="asc"))
+    assert [i.id for i in turn_items] == [i.id for i in items]
+    with pytest.raises(openai.NotFoundError):
+        sessions.turns.retrieve("resp_unknown", session_id=session_id)
+
+    tag = uuid.uuid4().hex
+    made = [client_tool_turn_session(client, target, tag) for _ in range(3)]
+    paged = [s.id for s in sessions.list(limit=1, metadata={"tag": tag})]
+    assert sorted(paged) == sorted(made)
+    assert len(paged) == 3
+    first_page = sessions.list(limit=2, metadata={"tag": tag})
+    assert len(first_page.data) == 2
+    assert first_page.has_more is True
+
+
+def client_tool_turn_session(client: OpenAI, target: Target, tag: str) -> str:
+    agent_id = scripted_agent(target, TOOL_SCRIPT)
+    return str(new_session(client, agent_id, metadata={"tag": tag}).id)
+
+
+def dropped_stream_resumes(target: Target) -> None:
+    """A stream dropped mid-turn and resumed with ``Last-Event-ID``: no gap, no repeat."""
+    client = target.client()
+    words = " ".join(f"w{n}" for n in range(30))
+    agent_id = scripted_agent(target, [{"text": words, "word_delay_ms": 30}])
+    session = new_session(client, agent_id)
+    sessions = client.beta.agents.sessions
+    first = sessions.events.stream(session.id)
+    sessions.events.create(
+        session.id,
+        events=[
+            {
+                "type": "agent.session.input.message",
+                "input": [{"role": "user", "content": [{"type": "input_text", "text": "talk"}]}],
+            }
+        ],
+    )
+    part = read_until(first, "agent.session.turn.output_text.delta")
+    first.close()  # dropped mid-turn
+    assert part[-1].type == "agent.session.turn.output_text.delta"
+    with sessions.events.stream(session.id, extra_headers={"Last-Event-ID": part[-1].event_id}) as second:
+        rest = read_until(second, "agent.session.idle")
+    ids = [e.event_id for e in part + rest]
+    assert len(set(ids)) == len(ids)
+    with sessions.events.stream(session.id, extra_headers={"Last-Event-ID": "0"}) as whole:
+        everything = read_until(whole, "agent.session.idle")
+    assert [e.event_id for e in everything] == ids  # the resumed pair saw exactly the whole
+    text = "".join(e.delta for e in part + rest if e.type == "agent.session.turn.output_text.delta")
+    assert text == words
+
+
+def spend_control(target: Target) -> None:
+    """A budget stops the turn before the model call past it: ``budget_reached``, usage on the session."""
+    client = target.client()
+    usage = {"input_tokens": 1000, "output_tokens": 0}
+    script = [
+        {"tool_calls": [{"name": "lookup", "arguments": {"q": "1"}}], "usage": usage},
+        {"tool_calls": [{"name": "lookup", "arguments": {"q": "2"}}], "usage": usage},
+        {"text": "a third model call must not happen", "usage": usage},
+    ]
+    # 10 USD per million input tokens: each call of 1,000 tokens costs 1 cent
+    agent_id = scripted_agent(target, script, pricing={"input": 10, "output": 0})
+    session = new_session(client, agent_id, spend_control={"limit": 2})
+    assert session.spend_control.limit == 2
+    assert session.spend_control.consumed == 0
+    with client.beta.agents.sessions.stream(
+        session.id, input="spend", tool_handlers={"lookup": lambda a: "ok"}
+    ) as s:
+        events = list(s)
+    types = [e.type for e in events]
+    assert types[-1] == "agent.session.budget_reached", types
+    failed = [e for e in events if e.type == "agent.session.turn.failed"]
+    assert len(failed) == 1
+    assert failed[0].turn.error is not None
+    assert failed[0].turn.error.code == "session_budget_exceeded"
+    assert not any(e.type == "agent.session.turn.item.done" and e.item.type == "message" for e in events)
+    after = client.beta.agents.sessions.retrieve(session.id)
+    assert after.status == "budget_reached"
+    assert (after.spend_control.limit, after.spend_control.consumed) == (2, 2), after.spend_control
+    assert after.usage is not None
+    assert after.usage.input_tokens == 2000
+    with pytest.raises(openai.BadRequestError):
+        client.beta.agents.sessions.events.create(
+            session.id,
+            events=[
+                {
+                    "type": "agent.session.input.message",
+                    "input": [{"role": "user", "content": [{"type": "input_text", "text": "more"}]}],
+                }
+            ],
+        )
+    # a raised limit lets the session go on
+    raised = client.beta.agents.sessions.update(session.id, spend_control={"limit": 100})
+    assert raised.status != "budget_reached"
+
+
+def unsupported_features(target: Target) -> None:
+    client = target.client()
+    agents = client.beta.agents
+    agent_id = scripted_agent(target, TOOL_SCRIPT)
+    cases: list[tuple[str, Any]] = [
+        (
+            "OpenAI-hosted environments",
+            lambda: agents.sessions.create(
+                environment={"type": "openai_hosted"}, agent_id=agent_id, input="x"
+            ),
+        ),
+        ("web search", lambda: agents.create(model="gpt-4.1-mini", tools=[{"type": "web_search"}])),
+        ("computer use", lambda: agents.create(model="gpt-4.1-mini", tools=[{"type": "computer_use"}])),
+        ("subagents", lambda: agents.create(model="gpt-4.1-mini", multi_agent={"enabled": True})),
+        ("vaults", lambda: new_session(client, agent_id, vault_ids=["vault_1"])),
+        ("vaults", lambda: agents.vaults.list()),
+        ("environments", lambda: agents.environments.list()),
+        ("automations", lambda: agents.automations.list()),
+        ("subagents", lambda: agents.sessions.subagents.list("0" * 32)),
+        ("artifacts", lambda: agents.sessions.artifacts.list("0" * 32)),
+    ]
+    for feature, call in cases:
+        with pytest.raises(openai.BadRequestError) as err:
+            call()
+        body = err.value.body
+        assert isinstance(body, dict), (feature, body)
+        assert body["code"] == "unsupported_feature", (feature, body)
+        assert body["type"] == "invalid_request_error", (feature, body)
+        assert feature in body["message"], (feature, body)
+    with pytest.raises(openai.NotFoundError):
+        agents.sessions.retrieve("0" * 32)
+
+
+def streamed_create(target: Target) -> None:
+    """``sessions.create(stream=True, tool_handlers=...)``: the created session's first turn, streamed."""
+    client = target.client()
+    agent_id = scripted_agent(target, TOOL_SCRIPT)
+    stream = client.beta.agents.sessions.create(
+        environment={"type": "none"},
+        agent_id=agent_id,
+        input="look it up",
+        stream=True,
+        tool_handlers={"lookup": lambda arguments: HANDLER_OUTPUT},
+    )
+    result = stream.get_final_result()
+    assert result.output_text == f"The tool said: {HANDLER_OUTPUT}"
+
+
+def cancel_while_parked(target: Target) -> None:
+    client = target.client()
+    agent_id = scripted_agent(target, TOOL_SCRIPT)
+    session = new_session(client, agent_id)
+    sessions = client.beta.agents.sessions
+    with sessions.events.stream(session.id) as stream:
+        sessions.events.create(
+            session.id,
+            events=[
+                {
+                    "type": "agent.session.input.message",
+                    "input": [{"role": "user", "content": [{"type": "input_text", "text": "go"}]}],
+                }
+            ],
+        )
+        read_until(stream, "agent.session.requires_action")
+        parked = sessions.retrieve(session.id)
+        assert parked.status == "requires_action"
+        assert [a.type for a in parked.required_actions] == ["function_call"]
+        sessions.events.create(session.id, events=[{"type": "agent.session.input.cancel"}])
+        rest = read_until(stream, "agent.session.idle")
+    assert "agent.session.turn.cancelled" in [e.type for e in rest]
+    turns = list(sessions.turns.list(session.id))
+    assert [t.status for t in turns] == ["cancelled"]
+
+
+async def async_client(target: Target) -> None:
+    client = target.async_client()
+    agents = client.beta.agents
+    agent = await agents.create(model="gpt-4.1-mini", name="async")
+    assert (await agents.retrieve(agent.id)).name == "async"
+    agent_id = scripted_agent(target, TOOL_SCRIPT)
+    session = await agents.sessions.create(
+        environment={"type": "self_hosted", "workspace_directory": "/w"}, agent_id=agent_id
+    )
+
+    async def lookup(arguments: dict[str, Any]) -> str:
+        return HANDLER_OUTPUT
+
+    async with agents.sessions.stream(session.id, input="look it up", tool_handlers={"lookup": lookup}) as s:
+        result = await s.get_final_result()
+    assert result.output_text == f"The tool said: {HANDLER_OUTPUT}"
+    items = [i async for i in agents.sessions.items.list(session.id, limit=1)]
+    assert len(items) == 4
+    await agents.delete(agent.id)
+    await client.close()
+
+
+def wait_idle(client: OpenAI, session_id: str, timeout_s: float = 30) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        session = client.beta.agents.sessions.retrieve(session_id)
+        if session.status != "in_progress":
+            return session
+        time.sleep(0.05)
+    raise AssertionError(json.dumps({"session": session_id, "status": "in_progress"}))
