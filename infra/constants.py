@@ -34,6 +34,7 @@ CTX_COGNITO = "cognito"  # "true": a Cognito user pool and app client issue the 
 CTX_JWT_ISSUER = "jwtIssuer"  # or: trust an existing OIDC issuer ...
 CTX_JWT_AUDIENCE = "jwtAudience"  # ... for this audience (its client id)
 CTX_JWT_JWKS_URL = "jwtJwksUrl"  # optional: the issuer's JWKS URL when discovery is not wanted
+CTX_CONSOLE_CLIENT_ID = "consoleClientId"  # the web console's public OIDC client at jwtIssuer (code + PKCE)
 CTX_JWT_AUTHORIZER_ON_API = "jwtAuthorizerOnApi"  # "true": the HTTP API itself requires a JWT
 CTX_QUOTA_RUNNING_TURNS = "quotaRunningTurns"
 CTX_QUOTA_TURNS_PER_MINUTE = "quotaTurnsPerMinute"

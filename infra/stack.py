@@ -61,6 +61,8 @@ class SkyloopStack(cdk.Stack):
         for name in JWT_FUNCTIONS:
             for key, value in self.sign_in.environment().items():
                 self.functions[name].add_environment(key, value)
+        if config.console_client_id:  # /v1/info tells the web console where to sign in
+            self.functions["api"].add_environment("SKYLOOP_CONSOLE_CLIENT_ID", config.console_client_id)
         jwt = (
             (self.sign_in.issuer, self.sign_in.audience)
             if config.jwt_authorizer_on_api and self.sign_in.issuer and self.sign_in.audience

@@ -94,8 +94,9 @@ export async function completeSignIn(search: string): Promise<{ token: string; r
   });
   if (!response.ok) throw new Error(`the token endpoint answered ${response.status}`);
   const tokens = (await response.json()) as { access_token?: string; id_token?: string };
-  // the API verifies the access token (Cognito: client_id is the audience); an id token also names the audience
-  const token = tokens.access_token ?? tokens.id_token;
+  // the API checks `aud` (or Cognito's client_id) against its audience: an ID token names this client
+  // there, an access token may not (Keycloak's say "account"), so the ID token goes first
+  const token = tokens.id_token ?? tokens.access_token;
   if (!token) throw new Error("the token endpoint returned no token");
   return { token, returnTo: flow.returnTo || "/" };
 }

@@ -282,7 +282,11 @@ def stack(
     tmp_path_factory: pytest.TempPathFactory, console_dist: Path, issuer: TestIssuer, open_stack_process: Any
 ) -> Iterator[Stack]:
     """``skyloop dev --require-token`` that also accepts the test issuer's JWTs, behind a CutProxy."""
-    env = {"SKYLOOP_JWT_ISSUER": issuer.issuer, "SKYLOOP_JWT_AUDIENCE": AUDIENCE}
+    env = {
+        "SKYLOOP_JWT_ISSUER": issuer.issuer,
+        "SKYLOOP_JWT_AUDIENCE": AUDIENCE,
+        "SKYLOOP_CONSOLE_CLIENT_ID": AUDIENCE,  # the issuer's public client for the console
+    }
     proc, url, log = _start_dev(tmp_path_factory.mktemp("token-stack"), ["--require-token"], env)
     proxy = None
     try:

@@ -472,6 +472,7 @@ def issuer_template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 "jwtIssuer": ISSUER,
                 "jwtAudience": "skyloop-cli",
                 "jwtJwksUrl": f"{ISSUER}/protocol/openid-connect/certs",
+                "consoleClientId": "skyloop-console",
             },
         )
         stack = SkyloopStack(app, "SkyloopIssuer")
@@ -490,6 +491,15 @@ def test_an_existing_issuer_is_trusted_without_a_user_pool_or_gateway_authorizer
         assert env["SKYLOOP_JWT_AUDIENCE"] == "skyloop-cli"
         assert env["SKYLOOP_JWT_JWKS_URL"] == f"{ISSUER}/protocol/openid-connect/certs"
     assert issuer_template["Outputs"]["JwtIssuer"]["Value"] == ISSUER
+    # And the console's public client reaches the API (its /v1/info), nothing else
+    assert (
+        function(issuer_template, "api")[1]["Properties"]["Environment"]["Variables"][
+            "SKYLOOP_CONSOLE_CLIENT_ID"
+        ]
+        == "skyloop-console"
+    )
+    stream_env = function(issuer_template, "stream")[1]["Properties"]["Environment"]["Variables"]
+    assert "SKYLOOP_CONSOLE_CLIENT_ID" not in stream_env
 
 
 @pytest.mark.parametrize(
@@ -500,12 +510,13 @@ def test_an_existing_issuer_is_trusted_without_a_user_pool_or_gateway_authorizer
         {"jwtIssuer": "http://insecure.example", "jwtAudience": "a"},
         {"jwtAuthorizerOnApi": "true"},
         {"quotaSessions": "0"},
+        {"cognito": "true", "consoleClientId": "c"},
     ],
 )
 def test_inconsistent_sign_in_or_quota_context_stops_synth(context: dict[str, str]) -> None:
     import aws_cdk as cdk
 
-    with pytest.raises(ValueError, match=r"jwt|cognito|quota"):
+    with pytest.raises(ValueError, match=r"jwt|cognito|quota|console"):
         StackConfig.from_context(cdk.App(context=context).node)
 
 

@@ -86,14 +86,18 @@ def server_info() -> Response:
 def console_config() -> dict[str, Any]:
     """What the web console needs before sign-in: whether a token is required, and the OIDC issuer.
 
-    ``oidc`` is set when the stack verifies JWTs; the console then runs the authorization-code
-    flow with PKCE against the issuer's discovery document as a public client.
+    ``oidc`` is set when the stack verifies JWTs and names the console's public client
+    (``SKYLOOP_CONSOLE_CLIENT_ID``); the console then runs the authorization-code flow with
+    PKCE against the issuer's discovery document.
     """
     settings = deps.get_settings()
     oidc = None
-    client_id = settings.console_client_id or settings.jwt_audience
-    if settings.jwt_issuer and client_id:
-        oidc = {"issuer": settings.jwt_issuer, "client_id": client_id, "scopes": settings.console_scopes}
+    if settings.jwt_issuer and settings.console_client_id:
+        oidc = {
+            "issuer": settings.jwt_issuer,
+            "client_id": settings.console_client_id,
+            "scopes": settings.console_scopes,
+        }
     return {"auth_required": settings.require_token, "oidc": oidc}
 
 
