@@ -65,21 +65,40 @@ WORD_COUNT = {
     "description": "count words",
     "parameters": {"type": "object", "properties": {"text": {"type": "string"}}},
 }
+# The scripted model's time to first byte: a real model takes hundreds of milliseconds, and what a step
+# does meanwhile (its attempt claim) is hidden under it, as it is on AWS. Model time is never priced.
+MODEL_DELAY_MS = 100
 # (scripted model answers, client tools offered, whether the client answers action_required calls)
 SCENARIOS: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]] | None, bool]] = {
-    "text_turn": ([{"text": "A short answer of about ten words, streamed.", "stream": True}], None, False),
+    "text_turn": (
+        [
+            {
+                "text": "A short answer of about ten words, streamed.",
+                "stream": True,
+                "delay_ms": MODEL_DELAY_MS,
+            }
+        ],
+        None,
+        False,
+    ),
     "client_tool_turn": (
         [
-            {"tool_calls": [{"call_id": "c1", "name": "Glob", "arguments": '{"pattern": "*.py"}'}]},
-            {"text": "Found a.py.", "stream": True},
+            {
+                "tool_calls": [{"call_id": "c1", "name": "Glob", "arguments": '{"pattern": "*.py"}'}],
+                "delay_ms": MODEL_DELAY_MS,
+            },
+            {"text": "Found a.py.", "stream": True, "delay_ms": MODEL_DELAY_MS},
         ],
         [GLOB_TOOL],
         True,
     ),
     "server_tool_turn": (
         [
-            {"tool_calls": [{"call_id": "s1", "name": "word_count", "arguments": '{"text": "a b c"}'}]},
-            {"text": "Three words.", "stream": True},
+            {
+                "tool_calls": [{"call_id": "s1", "name": "word_count", "arguments": '{"text": "a b c"}'}],
+                "delay_ms": MODEL_DELAY_MS,
+            },
+            {"text": "Three words.", "stream": True, "delay_ms": MODEL_DELAY_MS},
         ],
         None,
         False,

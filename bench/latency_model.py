@@ -198,6 +198,7 @@ Scope = Literal["server", "client"]  # (a) the server path, or only (b) what a c
 HANDOFFS = {("sfn", "StartExecution"), ("sfn", "SendTaskSuccess")}
 WRITE_OPS = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
 TERMINAL_MARKERS = {"response.completed", "response.failed", "response.cancelled"}
+BACKGROUND_SLACK_S = 0.002  # the model request's own start (connection, serialization) before the server sees it
 TOLERANCE_S = 0.005  # history timestamps are whole milliseconds, taken just before the call they record
 
 
@@ -260,7 +261,17 @@ def _split_model(
 ) -> tuple[list[SdkCall], list[SdkCall], float]:
     """(calls on the path, calls hidden under the model's own time, the model's local time)."""
     windows = [m for m in turn.model_calls if inv.t0 <= m.t0 and m.t1 <= inv.t1 + TOLERANCE_S]
-    hidden = [c for c in calls if any(m.t0 <= c.t0 and c.t1 <= m.t1 for m in windows)]
+    mine = _calls_of(turn, inv)
+    main = mine[0].tid if mine else None
+
+    def under_model(c: SdkCall) -> bool:
+        if any(m.t0 <= c.t0 and c.t1 <= m.t1 for m in windows):
+            return True
+        # work the step started on another thread just before the model call, and that overlaps the
+        # request (the attempt's claim): a real model's time to first byte hides it
+        return c.tid != main and any(c.t0 <= m.t1 and c.t1 >= m.t0 - BACKGROUND_SLACK_S for m in windows)
+
+    hidden = [c for c in calls if under_model(c)]
     return [c for c in calls if c not in hidden], hidden, sum((m.t1 - m.t0) * 1000 for m in windows)
 
 
@@ -311,8 +322,15 @@ def _hot_wait_segment(turn: TurnTrace, post: HttpCall, api: Invocation, segment:
     published the call and kept polling the turn sees it at its next read and
     goes on in place: no invocation, no transition, no callback.
     """
+    # The turn goes on once the API's write of the output landed (what the API reads after it, to wake
+    # a parked turn, runs alongside the waiter and is not on the turn's path).
+    writes = [c for c in _calls_of(turn, api) if c.op in WRITE_OPS]
+    if not writes:
+        raise PathError(f"the API invocation of {post.label} wrote nothing")
+    answered = writes[-1]
     milestone = next(
-        (c for c in turn.sdk_calls if c.markers and c.op in WRITE_OPS and c.t0 >= api.t1 - TOLERANCE_S), None
+        (c for c in turn.sdk_calls if c.markers and c.op in WRITE_OPS and c.t0 >= answered.t1 - TOLERANCE_S),
+        None,
     )
     if milestone is None or milestone.inv is None:
         raise PathError(f"the API invocation of {post.label} handed over nothing and nothing followed it")
@@ -322,14 +340,14 @@ def _hot_wait_segment(turn: TurnTrace, post: HttpCall, api: Invocation, segment:
             f"the API invocation of {post.label} made no StartExecution / SendTaskSuccess call, and what "
             f"followed ({waiter.function}) was not waiting for it"
         )
-    after = [c for c in _calls_of(turn, waiter, until=milestone.t0) if c.t0 >= api.t1 - TOLERANCE_S]
+    after = [c for c in _calls_of(turn, waiter, until=milestone.t0) if c.t0 >= answered.t1 - TOLERANCE_S]
     while after and after[0].op == "GetItem":  # the polls up to the one that saw the output
         after.pop(0)
     on_path, hidden, model_ms = _split_model(turn, waiter, after)
     shown = ", ".join(sorted(set(milestone.markers)))
     return [
         Hop(kind="invoke", label=f"API ({api.function})", segment=segment, function=api.function,
-            invocation=api.request_id, calls=_calls_of(turn, api)),
+            invocation=api.request_id, calls=_calls_of(turn, api, until=answered.t0)),
         Hop(kind="hot_wait", label="the waiting model step reads the output", segment=segment),
         Hop(kind="continue", label=f"CallModel goes on ({waiter.function})", segment=segment,
             function=waiter.function, invocation=waiter.request_id, calls=on_path, hidden=hidden,

@@ -17,7 +17,9 @@ class Settings(BaseModel):
     event_ttl_s: int = Field(default=24 * 3600, ge=60, alias="SKYLOOP_EVENT_TTL_S")
     stream_max_s: float = Field(default=14 * 60, gt=0, alias="SKYLOOP_STREAM_MAX_S")
     heartbeat_s: float = Field(default=15.0, gt=0, alias="SKYLOOP_HEARTBEAT_S")
-    poll_busy_s: float = Field(default=0.25, gt=0, alias="SKYLOOP_POLL_BUSY_S")
+    # while a turn runs, how often a cloud stream reads the log: a client sees each event ~50 ms after it
+    # is written (10 strongly consistent Queries a second, only while something happens)
+    poll_busy_s: float = Field(default=0.1, gt=0, alias="SKYLOOP_POLL_BUSY_S")
     poll_idle_s: float = Field(default=2.0, gt=0, alias="SKYLOOP_POLL_IDLE_S")
     require_token: bool = Field(default=False, alias="SKYLOOP_REQUIRE_TOKEN")
     model_timeout_s: float = Field(default=600.0, gt=0, alias="SKYLOOP_MODEL_TIMEOUT_S")

@@ -164,6 +164,25 @@ CROSS_CASES: dict[tuple[str, str], dict[str, Any] | None] = {
     ("GET", "/v1/sessions/{session_id}/resources/files/{file_id}"): None,
     ("GET", "/v1/sessions/{session_id}/resources/files/{file_id}/content"): None,
     ("DELETE", "/v1/sessions/{session_id}/resources/files/{file_id}"): None,
+    # OpenAI's Agents API (docs/openai.md): the same agents and sessions, the same owners
+    ("GET", "/openai/v1/agents/{agent_id}"): None,
+    ("POST", "/openai/v1/agents/{agent_id}"): {"instructions": "bob's now"},
+    ("DELETE", "/openai/v1/agents/{agent_id}"): None,
+    ("GET", "/openai/v1/agents/sessions/{session_id}"): None,
+    ("POST", "/openai/v1/agents/sessions/{session_id}"): {"metadata": {"by": "bob"}},
+    ("DELETE", "/openai/v1/agents/sessions/{session_id}"): None,
+    ("POST", "/openai/v1/agents/sessions/{session_id}/events"): {
+        "events": [
+            {
+                "type": "agent.session.input.message",
+                "input": [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]}],
+            }
+        ]
+    },
+    ("GET", "/openai/v1/agents/sessions/{session_id}/items"): None,
+    ("GET", "/openai/v1/agents/sessions/{session_id}/turns"): None,
+    ("GET", "/openai/v1/agents/sessions/{session_id}/turns/{turn_id}"): None,
+    ("GET", "/openai/v1/agents/sessions/{session_id}/turns/{turn_id}/items"): None,
 }
 # Routes with no id of alice's in the path: what bob can do with them is checked below.
 NO_ID_ROUTES = {
@@ -179,6 +198,10 @@ NO_ID_ROUTES = {
     ("POST", "/v1/agents"),
     ("GET", "/v1/sessions"),
     ("POST", "/v1/sessions"),
+    ("GET", "/openai/v1/agents"),
+    ("POST", "/openai/v1/agents"),
+    ("GET", "/openai/v1/agents/sessions"),
+    ("POST", "/openai/v1/agents/sessions"),
 }
 
 
@@ -189,11 +212,17 @@ def test_every_route_with_another_principals_id_is_not_found(tenants: Tenants) -
     routes = {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops}
     # Every route of the API is covered by a case (a new route must say what bob gets)
     assert routes == set(CROSS_CASES) | NO_ID_ROUTES
-    ids = {"agent_id": tenants.agent_id, "session_id": tenants.session_id, "file_id": tenants.file_id}
+    turn = f"resp_{UNKNOWN[:24]}"  # alice's turns are behind her session's id either way
+    ids = {
+        "agent_id": tenants.agent_id,
+        "session_id": tenants.session_id,
+        "file_id": tenants.file_id,
+        "turn_id": turn,
+    }
     with tenants.client("bob") as bob:
         for (method, path), body in CROSS_CASES.items():
             real = path.format(**ids)
-            unknown = path.format(agent_id=UNKNOWN, session_id=UNKNOWN, file_id=UNKNOWN)
+            unknown = path.format(agent_id=UNKNOWN, session_id=UNKNOWN, file_id=UNKNOWN, turn_id=turn)
             sent: dict[str, Any] = {"files": body} if body is FILE_UPLOAD else {"json": body}
             # When bob names alice's id
             theirs = bob.request(method, real, **sent)
