@@ -198,7 +198,9 @@ Scope = Literal["server", "client"]  # (a) the server path, or only (b) what a c
 HANDOFFS = {("sfn", "StartExecution"), ("sfn", "SendTaskSuccess")}
 WRITE_OPS = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
 TERMINAL_MARKERS = {"response.completed", "response.failed", "response.cancelled"}
-BACKGROUND_SLACK_S = 0.002  # the model request's own start (connection, serialization) before the server sees it
+BACKGROUND_SLACK_S = (
+    0.002  # the model request's own start (connection, serialization) before the server sees it
+)
 TOLERANCE_S = 0.005  # history timestamps are whole milliseconds, taken just before the call they record
 
 

@@ -63,6 +63,7 @@ export interface Item {
 export interface Snapshot extends SessionRow {
   object: "session";
   items: Item[];
+  has_more_items?: boolean;
   last_event_id: number;
   active_response_id: string | null;
   last_task_error: { code: string; message: string } | null;

@@ -390,10 +390,14 @@ def snapshot(
     ``/items`` for the rest).
     """
     items: list[dict[str, Any]] = []
+    more = False
     if include_items:
-        stored = store.list_items(session.id, through_seq=session.last_seq, newest=SNAPSHOT_ITEMS)
+        # one more than shown says whether older items exist (page them with /items)
+        stored = store.list_items(session.id, through_seq=session.last_seq, newest=SNAPSHOT_ITEMS + 1)
+        more, stored = len(stored) > SNAPSHOT_ITEMS, stored[-SNAPSHOT_ITEMS:]
         newest_first = [i.to_api() for i in reversed(stored)]
         items = list(reversed(_within_budget(newest_first, MAX_PAGE_BYTES)))
+        more = more or len(items) < len(stored)
     waiting = waiting_calls(store, session)
     counts = (
         sum(1 for c in waiting if c.kind == "client"),
@@ -405,6 +409,7 @@ def snapshot(
         "waiting": [waiting_json(c) for c in waiting],
         "runner_online": runners.is_online(session.runner_id),
         "items": items,
+        "has_more_items": more,
         "last_task_error": session.last_task_error.model_dump() if session.last_task_error else None,
         "active_response_id": session.active_response_id,
         "last_event_id": session.last_seq,

@@ -374,3 +374,29 @@ def test_every_screen_has_no_serious_accessibility_violation(page: Page, stack: 
     screenshot(page, "agent")
     stack.release_gate()
     assert {screen: v for screen, v in found.items() if v} == {}
+
+
+def test_earlier_turns_load_above_the_newest(page: Page, stack: Stack) -> None:
+    with stack.client() as c:
+        agent_id = stack.agent(f"history-{uid()}", f"mock-h-{uid()}")
+        items = [
+            {
+                "type": "message",
+                "data": {"role": "user", "content": [{"type": "input_text", "text": f"line {i}"}]},
+            }
+            for i in range(130)
+        ]
+        created = c.post(
+            "/v1/sessions", json={"agent_id": agent_id, "initial_items": items, "host_type": "external"}
+        )
+        assert created.status_code == 201, created.text
+        sid = created.json()["id"]
+    sign_in(page, stack)
+    open_session(page, stack, sid)
+    page.locator("[data-kind=user]").filter(has_text="line 129").wait_for()
+    assert page.locator("[data-kind=user]").filter(has_text="line 0").count() == 0
+    page.get_by_role("button", name="Load earlier turns").click()
+    page.get_by_role("button", name="Load earlier turns").wait_for(state="detached")
+    page.get_by_role("region", name="Conversation").evaluate("el => { el.scrollTop = 0; }")
+    page.locator("[data-kind=user]").filter(has_text="line 0").first.wait_for()
+    assert page.locator("[data-kind=user]").filter(has_text="line 0").count() == 1

@@ -210,3 +210,30 @@ def test_without_a_built_console_the_root_says_how_to_build_it(
     assert "make console" in dev.log_path.read_text()  # the banner says it too
     assert httpx.get(f"{url}/v1/sessions").status_code == 200
     assert json.loads(httpx.get(f"{url}/v1/nope").text)["error"]["code"] == "not_found"
+
+
+def test_the_snapshot_says_when_older_items_exist(
+    http_client: httpx.Client, mock_llm_server_url: str, live_runner_id: str
+) -> None:
+    agent_id, _, _ = new_mock_agent_session(http_client, mock_llm_server_url, "history", [])
+
+    def imported(n: int) -> dict[str, Any]:
+        items = [
+            {
+                "type": "message",
+                "data": {"role": "user", "content": [{"type": "input_text", "text": f"m{i}"}]},
+            }
+            for i in range(n)
+        ]
+        body = {"agent_id": agent_id, "initial_items": items, "host_type": "external"}
+        created = http_client.post("/v1/sessions", json=body)
+        assert created.status_code == 201, created.text
+        return dict(http_client.get(f"/v1/sessions/{created.json()['id']}").json())
+
+    long, short, exact = imported(150), imported(3), imported(100)
+    assert long["has_more_items"] is True
+    assert [i["data"]["content"][0]["text"] for i in long["items"]] == [f"m{i}" for i in range(50, 150)]
+    assert short["has_more_items"] is False
+    assert len(short["items"]) == 3
+    assert exact["has_more_items"] is False
+    assert len(exact["items"]) == 100

@@ -50,6 +50,7 @@ SNAPSHOT_FIELDS = {
     # what the running turn waits on (the web console's badge and answer forms)
     "pending_client_calls",
     "waiting",
+    "has_more_items",  # older items than the snapshot shows exist (page /items)
     "llm_model",
     "harness",
     "context_window",

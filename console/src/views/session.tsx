@@ -364,7 +364,7 @@ export function SessionView(props: { id: string }) {
         timeline.markWaiting(snap.waiting ?? []);
         timeline.status = snap.status;
         setSnapshot(snap);
-        setOlder({ cursor: snap.items.length > 0 ? (snap.items[0]?.id ?? null) : null, loading: false });
+        setOlder({ cursor: snap.has_more_items ? (snap.items[0]?.id ?? null) : null, loading: false });
         render();
         delivered.current = { from: snap.last_event_id, count: 0, last: snap.last_event_id };
         stream = new SessionStream({
