@@ -363,6 +363,7 @@ def test_every_screen_has_no_serious_accessibility_violation(page: Page, stack: 
     page.get_by_label("Output of Echo").wait_for()
     page.get_by_text("Per-turn figures").click()
     found["session"] = axe(page)
+    page.evaluate("() => { document.querySelector('.session-side').scrollTop = 0; }")
     screenshot(page, "session")
     page.get_by_role("link", name="Agents").click()
     page.get_by_role("link", name="coder").wait_for()
