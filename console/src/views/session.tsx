@@ -11,7 +11,7 @@ import type { FileResource, Item, Page, Snapshot, UsageReport } from "../types";
 import { cost, formatCost, formatTokens, type Price } from "../usage";
 
 const OUTPUT_PREVIEW_CHARS = 1500;
-const OLDER_PAGE = 500;
+const OLDER_PAGE = 1000; // /items' largest page: each page reads the session's items once on the server
 const TOOL_SET_KEY = "skyloop.toolSet";
 
 /** A client tool set (GET /v1/tool_sets): offered with a message, each call answered by typing its output. */
