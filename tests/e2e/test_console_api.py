@@ -16,12 +16,14 @@ import pytest
 from tests.e2e.conftest import (
     ECHO_TOOL,
     StreamWatcher,
+    configure_mock_llm,
     is_call_frame,
     is_type,
     message_event,
     new_mock_agent_session,
     output_event,
     unique,
+    upload_agent,
     wait_status,
 )
 
@@ -140,9 +142,18 @@ def test_list_filters_by_status_label_and_title_words_with_paging(
 def test_usage_report_has_one_row_per_turn_matching_the_stream(
     http_client: httpx.Client, mock_llm_server_url: str, live_runner_id: str
 ) -> None:
-    _, model, sid = new_mock_agent_session(
-        http_client, mock_llm_server_url, "usage", [{"text": "one two three"}, {"text": "four five"}]
-    )
+    price = {"input": 2.0, "output": 8.0}  # USD per million tokens (the agent's own, skyloop.pricing)
+    name = unique("usage")
+    model = f"mock-{name}"
+    configure_mock_llm(mock_llm_server_url, [{"text": "one two three"}, {"text": "four five"}], key=model)
+    executor = {
+        "harness": "openai-agents",
+        "model": model,
+        "auth": {"type": "api_key", "api_key": "mock-key", "base_url": f"{mock_llm_server_url}/v1"},
+        "pricing": price,
+    }
+    spec = {"name": name, "prompt": "You are a test agent.", "executor": executor}
+    sid = str(upload_agent(http_client, {f"{name}.yaml": json.dumps(spec)})["session_id"])
     completed = []
     with StreamWatcher(str(http_client.base_url).rstrip("/"), sid) as stream:
         for n, text in enumerate(("first", "second")):
@@ -154,9 +165,13 @@ def test_usage_report_has_one_row_per_turn_matching_the_stream(
     report = http_client.get(f"/v1/sessions/{sid}/usage").json()
     assert report["model"] == model
     assert [t["response_id"] for t in report["turns"]] == [c["response"]["id"] for c in completed]
+    assert report["price"] == price
     for turn, done in zip(report["turns"], completed, strict=True):
         assert turn["total_tokens"] == done["response"]["usage"]["total_tokens"] > 0
+        expected = (turn["input_tokens"] * 2.0 + turn["output_tokens"] * 8.0) / 1_000_000
+        assert turn["cost_usd"] == pytest.approx(expected, abs=1e-6)
     assert report["usage"]["total_tokens"] == sum(t["total_tokens"] for t in report["turns"])
+    assert report["cost_usd"] == pytest.approx(sum(t["cost_usd"] for t in report["turns"]))
     assert http_client.get("/v1/sessions/" + "0" * 32 + "/usage").status_code == 404
 
 
