@@ -6,6 +6,7 @@ matters) and checks what the page shows against what the API holds.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import TYPE_CHECKING
@@ -290,18 +291,27 @@ def test_agents_register_from_yaml_view_and_delete(page: Page, stack: Stack, tmp
         "  auth: {type: api_key, api_key: sk-secret-never-shown}\n"
     )
     sign_in(page, stack)
-    page.get_by_role("link", name="Agents").click()
+    page.get_by_role("link", name="Agents", exact=True).click()
     page.get_by_label("Register an agent from a YAML or JSON file").set_input_files(str(spec))
     page.get_by_role("status").filter(has_text=f"Registered {name}").wait_for()
-    page.get_by_role("link", name=name).click()
-    page.get_by_role("heading", name=name).wait_for()
+    page.get_by_role("link", name=name, exact=True).click()
+    page.get_by_role("heading", name=name, exact=True).wait_for()
     shown = page.get_by_label("Agent spec").inner_text()
     assert "Be brief." in shown
     assert "gpt-4.1-mini" in shown
     assert "sk-secret-never-shown" not in shown
     page.get_by_role("button", name="Delete agent").click()
-    page.get_by_role("heading", name="Agents").wait_for()
-    assert page.get_by_role("link", name=name).count() == 0
+    page.get_by_role("heading", name="Agents", exact=True).wait_for()
+    page.get_by_role("link", name="coder", exact=True).wait_for()  # the list has loaded
+    assert page.get_by_role("link", name=name, exact=True).count() == 0
+    # and a JSON spec registers as it is
+    json_name = f"json-agent-{uid()}"
+    spec_json = tmp_path / "agent.json"
+    executor = {"harness": "openai-agents", "model": "gpt-4.1"}
+    spec_json.write_text(json.dumps({"name": json_name, "prompt": "From JSON.", "executor": executor}))
+    page.get_by_label("Register an agent from a YAML or JSON file").set_input_files(str(spec_json))
+    page.get_by_role("status").filter(has_text=f"Registered {json_name}").wait_for()
+    page.get_by_role("link", name=json_name, exact=True).wait_for()
 
 
 def test_fork_export_and_files(page: Page, stack: Stack, tmp_path) -> None:
