@@ -206,7 +206,13 @@ def main() -> int:
     port = _free_port()
     os.environ["SKYLOOP_LOCAL_DYNAMODB"] = "inline"  # the meter counts moto's handler in this process
     stack = dev.start(
-        "127.0.0.1", port, example_agent=False, lambda_tools=[str(ROOT / "examples" / "lambda_tools.py")]
+        "127.0.0.1",
+        port,
+        example_agent=False,
+        lambda_tools=[str(ROOT / "examples" / "lambda_tools.py")],
+        # a turn's own requests only: lifecycle events are priced apart (docs/architecture.md), and the
+        # local publisher's log reads stand for the cloud's free stream reads
+        lifecycle_events=False,
     )
     meter = Meter()
     install_meter(meter)

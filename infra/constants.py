@@ -143,6 +143,21 @@ FANOUT_RETRY_ATTEMPTS = 3
 FANOUT_MAX_RECORD_AGE_S = 600  # a live event older than this is no longer worth pushing (the log has it)
 FANOUT_PARALLELIZATION = 4  # concurrent batches per shard; one session's records stay in order
 
+# ---------------------------------------------------------------- lifecycle events and webhooks
+# The publisher's event source mapping: lifecycle events must not be lost, so it retries far longer
+# than the live fan-out (bisecting a failing batch), for as long as the stream keeps records.
+LIFECYCLE_BATCH_SIZE = 100
+LIFECYCLE_RETRY_ATTEMPTS = 100
+LIFECYCLE_MAX_RECORD_AGE_S = 24 * 3600  # the stream's retention: a record is never dropped for age before
+LIFECYCLE_PARALLELIZATION = 4  # per-partition order holds: one session's events stay in order
+# The delivery queue (FIFO): a message is received once per attempt (BatchSize 1) and hidden for
+# the schedule's next delay in between; the redrive policy only catches messages the function
+# cannot handle at all (it dead-letters exhausted deliveries itself).
+WEBHOOK_QUEUE_RETENTION_DAYS = 4  # > the 24-hour-plus retry schedule
+WEBHOOK_MAX_RECEIVES = 30  # > the schedule's 9 attempts, plus crashes
+WEBHOOK_DEAD_RETENTION_DAYS = 14
+LIFECYCLE_ITERATOR_AGE_MS = 60_000  # lifecycle events a minute behind the table stream
+
 # ---------------------------------------------------------------- CORS (only with corsOrigins)
 # What a browser client sends and reads. Bearer tokens travel in Authorization, not cookies, so
 # credentials (cookies) stay disallowed.

@@ -29,6 +29,12 @@ refuses to synthesize a function whose access nobody decided.
   - ``push_fanout``: the subscriptions of a session (Query) and a gone connection's rows
     (DeleteItem). Its stream reads are the event source mapping's, granted by the live construct.
 
+  - ``lifecycle_events``: the session row and a delivery (GetItem), the event log around a run of calls
+    (Query) and the endpoints of a session's owner (Query on ``by_owner``), a new delivery (PutItem).
+    Its stream reads are the event source mapping's, granted by the lifecycle construct.
+  - ``webhook_delivery``: the endpoint and the delivery (GetItem), an attempt recorded, the endpoint's
+    failure state and its disabling (UpdateItem). The API manages endpoints with the actions it has.
+
   - ``reconcile_turns``: the sparse ``running_sessions`` index (Query), the session and its turn
     (GetItem), the wake-up claim and its release (UpdateItem), and the failure it records for a
     dead execution (a transaction: PutItem, UpdateItem, ConditionCheckItem). Never deletes.
@@ -48,7 +54,9 @@ refuses to synthesize a function whose access nobody decided.
   the turn steps get and put (appends and outputs; an MCP listing under ``agents/``) but never
   delete; the ``api`` also deletes and lists, because deleting a session deletes its prefix
   (ListObjectsV2 + DeleteObjects, which IAM authorizes as ``s3:DeleteObject`` per key) and
-  session files are listed and removed. The live channel's functions (``live``, ``push_fanout``) only
+  session files are listed and removed (and a test delivery's body under ``webhooks/``). The
+  lifecycle publisher reads events from the bucket and puts a large delivery body under
+  ``webhooks/``, which the delivery function reads. The live channel's functions (``live``, ``push_fanout``) only
   get: an event too large for its row is read back to be pushed.
 * ``SECRET_ACCESS``: Secrets Manager actions, by secret name pattern under the stack's prefix
   (``SKYLOOP_SECRETS_PREFIX``, ``skyloop.secrets``). The ``api`` creates the key secret of an
@@ -112,6 +120,10 @@ TABLE_ACCESS: dict[str, TableAccess] = {
         )
     ),
     "push_fanout": TableAccess(actions=("dynamodb:Query", "dynamodb:DeleteItem")),
+    "lifecycle_events": TableAccess(
+        actions=("dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"), indexes=(INDEX_BY_OWNER,)
+    ),
+    "webhook_delivery": TableAccess(actions=("dynamodb:GetItem", "dynamodb:UpdateItem")),
 }
 
 TURN_ACCESS: dict[str, tuple[TurnAction, ...]] = {
@@ -126,6 +138,7 @@ TURN_ACCESS: dict[str, tuple[TurnAction, ...]] = {
 SESSIONS_PREFIX = "sessions/"
 AGENTS_PREFIX = "agents/"
 FILES_PREFIX = "files/"
+WEBHOOKS_PREFIX = "webhooks/"  # webhook delivery bodies too large for their row
 
 
 @dataclass(frozen=True)
@@ -143,7 +156,7 @@ _READ_WRITE = BlobAccess(actions=("s3:GetObject", "s3:PutObject"), prefixes=(SES
 BLOB_ACCESS: dict[str, BlobAccess] = {
     "api": BlobAccess(
         actions=("s3:GetObject", "s3:PutObject", "s3:DeleteObject"),
-        prefixes=(SESSIONS_PREFIX, AGENTS_PREFIX, FILES_PREFIX),
+        prefixes=(SESSIONS_PREFIX, AGENTS_PREFIX, FILES_PREFIX, WEBHOOKS_PREFIX),
         list_prefixes=(SESSIONS_PREFIX, FILES_PREFIX),
     ),
     "stream": _READ,
@@ -152,6 +165,11 @@ BLOB_ACCESS: dict[str, BlobAccess] = {
     "reconcile_turns": _READ,
     "live": _READ,  # a replay reads events whose payload lives in the bucket
     "push_fanout": _READ,  # as does a new event's
+    # reads events stored in the bucket; a delivery body too large for its row goes under webhooks/
+    "lifecycle_events": BlobAccess(
+        actions=("s3:GetObject", "s3:PutObject"), prefixes=(SESSIONS_PREFIX, WEBHOOKS_PREFIX)
+    ),
+    "webhook_delivery": BlobAccess(actions=("s3:GetObject",), prefixes=(WEBHOOKS_PREFIX,)),
 }
 
 # ---------------------------------------------------------------------------------- secrets

@@ -15,6 +15,7 @@ from infra.constructs.console import ConsoleSite
 from infra.constructs.edge import Edge
 from infra.constructs.functions import Functions
 from infra.constructs.http_api import HttpApi
+from infra.constructs.lifecycle import LifecycleEvents
 from infra.constructs.live import LiveChannel
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.reconciler import Reconciler
@@ -79,6 +80,15 @@ class SkyloopStack(cdk.Stack):
             config=config,
         )
         self.functions["api"].add_environment("SKYLOOP_LIVE_URL", self.live.url)  # /v1/info advertises it
+        self.lifecycle = LifecycleEvents(
+            self,
+            "Lifecycle",
+            publisher=self.functions["lifecycle_events"],
+            delivery=self.functions["webhook_delivery"],
+            api=self.functions["api"],
+            table=self.data.table,
+            config=config,
+        )
         self.audit_query = logs.QueryDefinition(
             self,
             "AuditQuery",
@@ -107,6 +117,7 @@ class SkyloopStack(cdk.Stack):
             distribution=self.edge.distribution,
             config=config,
             live=self.live,
+            lifecycle=self.lifecycle,
         )
 
         cdk.CfnOutput(self, "EndpointUrl", value=self.edge.endpoint_url, description="The one HTTPS endpoint")
@@ -119,6 +130,19 @@ class SkyloopStack(cdk.Stack):
         cdk.CfnOutput(self, "LiveUrl", value=self.live.url, description="The live channel (WebSocket)")
         cdk.CfnOutput(self, "TableName", value=self.data.table.table_name)
         cdk.CfnOutput(self, "StateMachineArn", value=self.turns.machine.state_machine_arn)
+        cdk.CfnOutput(
+            self,
+            "EventBusName",
+            value=self.lifecycle.bus.event_bus_name,
+            description="Lifecycle events (source: skyloop): route them with your own EventBridge rules",
+        )
+        cdk.CfnOutput(self, "EventBusArn", value=self.lifecycle.bus.event_bus_arn)
+        cdk.CfnOutput(
+            self,
+            "DeadDeliveriesQueueUrl",
+            value=self.lifecycle.dead.queue_url,
+            description="Webhook deliveries that exhausted their retries",
+        )
         cdk.CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard_name)
         cdk.CfnOutput(self, "BlobBucketName", value=self.blobs.bucket.bucket_name)
         cdk.CfnOutput(self, "SecretsPrefix", value=self.functions.secrets_prefix)
@@ -248,6 +272,19 @@ class SkyloopStack(cdk.Stack):
             "so the client authenticates with its first frame: the live function checks the bearer "
             "token or JWT exactly as the REST API does, and answers every frame of an "
             "unauthenticated connection with an error; $connect alone grants nothing.",
+        )
+        _ack(
+            self.lifecycle.failures,
+            "AwsSolutions-SQS3",
+            "This queue is itself the on-failure destination of the lifecycle publisher's event source "
+            "mapping (it holds where failed stream batches were, not their data); a queue behind it "
+            "would have nothing to catch.",
+        )
+        _ack(
+            self.lifecycle.dead,
+            "AwsSolutions-SQS3",
+            "This queue is itself the dead-letter queue of the webhook delivery queue: it holds the "
+            "deliveries that exhausted their retries (alarmed); a queue behind it would catch nothing.",
         )
         _ack(
             self.live.failures,

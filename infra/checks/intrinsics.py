@@ -271,6 +271,10 @@ def _rule_arn(wc: WorstCase, p: Props) -> str:
     return arn("events", f"rule/{bus}{physical(p, 'Name', 64, wc)}")
 
 
+def _event_bus(wc: WorstCase, p: Props) -> str:
+    return physical(p, "Name", 256, wc)
+
+
 def _cf_function_arn(wc: WorstCase, p: Props) -> str:
     return arn("cloudfront", f"function/{physical(p, 'Name', 64, wc)}", region=False)
 
@@ -300,6 +304,7 @@ REF: dict[str, Builder] = {
     "AWS::IAM::ManagedPolicy": _managed_policy_arn,
     "AWS::Logs::LogGroup": _log_group,
     "AWS::SNS::Topic": _topic_arn,
+    "AWS::Events::EventBus": _event_bus,  # Ref: the bus's name
     "AWS::SQS::Queue": lambda wc, p: f"https://sqs.{REGION}.{URL_SUFFIX}/{ACCOUNT}/{_queue_name(wc, p)}",
     "AWS::CloudWatch::Alarm": lambda wc, p: physical(p, "AlarmName", 255, wc),
     "AWS::CloudWatch::Dashboard": lambda wc, p: physical(p, "DashboardName", 255, wc),
@@ -339,6 +344,8 @@ GET_ATT: dict[tuple[str, str], Builder] = {
     ("AWS::SQS::Queue", "Arn"): lambda wc, p: arn("sqs", _queue_name(wc, p)),
     ("AWS::SQS::Queue", "QueueName"): _queue_name,
     ("AWS::Events::Rule", "Arn"): _rule_arn,
+    ("AWS::Events::EventBus", "Arn"): lambda wc, p: arn("events", f"event-bus/{_event_bus(wc, p)}"),
+    ("AWS::Events::EventBus", "Name"): _event_bus,
     ("AWS::CloudWatch::Alarm", "Arn"): lambda wc, p: arn(
         "cloudwatch", f"alarm:{physical(p, 'AlarmName', 255, wc)}"
     ),

@@ -66,6 +66,7 @@ NAME_RULES: dict[str, tuple[NameRule, ...]] = {
     "Custom::CDKBucketDeployment": (),  # the web console's upload (aws_s3_deployment): no name
     "AWS::CloudFront::Distribution": (),
     "AWS::Events::Rule": (NameRule("Name", 1, 64, r"[.\-_A-Za-z0-9]+"),),
+    "AWS::Events::EventBus": (NameRule("Name", 1, 256, r"[/.\-_A-Za-z0-9]+"),),
     "AWS::SQS::Queue": (NameRule("QueueName", 1, 80, r"[A-Za-z0-9_-]+(\.fifo)?"),),
     "AWS::SNS::Topic": (NameRule("TopicName", 1, 256, r"[A-Za-z0-9_-]+(\.fifo)?"),),
     "AWS::CloudWatch::Alarm": (NameRule("AlarmName", 1, 255),),

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from aws_cdk import aws_stepfunctions as sfn
 
     from infra.config import StackConfig
+    from infra.constructs.lifecycle import LifecycleEvents
     from infra.constructs.live import LiveChannel
 
 PERIOD = cdk.Duration.minutes(C.ALARM_PERIOD_MINUTES)
@@ -44,6 +45,7 @@ class Monitoring(Construct):
         distribution: cloudfront.Distribution,
         config: StackConfig,
         live: LiveChannel | None = None,
+        lifecycle: LifecycleEvents | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: list[cw.Alarm] = []
@@ -89,6 +91,31 @@ class Monitoring(Construct):
                 ),
                 1,
                 "The fan-out gave up on stream records after its retries (clients re-subscribe to heal)",
+            )
+        if lifecycle is not None:
+            self._alarm(
+                "LifecycleLagging",
+                functions["lifecycle_events"].metric(
+                    "IteratorAge", period=PERIOD, statistic="Maximum", unit=cw.Unit.MILLISECONDS
+                ),
+                C.LIFECYCLE_ITERATOR_AGE_MS,
+                "Lifecycle events are behind the table stream (webhooks and EventBridge rules see them late)",
+            )
+            self._alarm(
+                "LifecyclePublisherGaveUp",
+                lifecycle.failures.metric_approximate_number_of_messages_visible(
+                    period=PERIOD, statistic="Maximum"
+                ),
+                1,
+                "The lifecycle publisher gave up on stream records after a day of retries",
+            )
+            self._alarm(
+                "WebhookDeliveriesDead",
+                lifecycle.dead.metric_approximate_number_of_messages_visible(
+                    period=PERIOD, statistic="Maximum"
+                ),
+                1,
+                "Webhook deliveries exhausted their retries (GET /v1/webhooks/{id}/deliveries; redeliver)",
             )
         if config.alarm_topic_arn:
             topic = sns.Topic.from_topic_arn(self, "AlarmTopic", config.alarm_topic_arn)

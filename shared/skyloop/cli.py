@@ -9,6 +9,9 @@ Examples:
     skyloop sessions ls|show|rm      # add --json for the server's JSON
     skyloop agents ls|register FILE
     skyloop smoke --endpoint URL [--token T]   # prove a running stack end to end (exit 0/1/2)
+    skyloop webhooks add URL [--event agent.session.action_required]   # prints the signing secret once
+    skyloop webhooks ls|rm ID|deliveries ID|test ID
+    skyloop events tail [--endpoint-url MOTO_URL] [--bus NAME]   # lifecycle events from EventBridge, live
 """
 
 from __future__ import annotations
@@ -204,6 +207,52 @@ def _add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     )
     register.add_argument("file", metavar="FILE")
 
+    hooks = sub.add_parser("webhooks", help="webhook endpoints for your sessions' lifecycle events")
+    actions = hooks.add_subparsers(dest="action", required=True)
+    add = actions.add_parser(
+        "add", parents=[url, as_json], help="register an endpoint (prints its secret once)"
+    )
+    add.add_argument("webhook_url", metavar="URL")
+    add.add_argument(
+        "--event",
+        action="append",
+        metavar="TYPE",
+        help="subscribe to this type only (repeatable; default all)",
+    )
+    add.add_argument("--description", default=None)
+    add.add_argument("--all", action="store_true", help="admin only: every principal's sessions")
+    actions.add_parser("ls", parents=[url, as_json], help="list your endpoints")
+    for name, text in (
+        ("rm", "delete an endpoint and its delivery history"),
+        ("deliveries", "an endpoint's deliveries, newest first, with every attempt"),
+        ("test", "post a signed test event to the endpoint now"),
+    ):
+        action = actions.add_parser(name, parents=[url, as_json], help=text)
+        action.add_argument("webhook_id", metavar="ID")
+        if name == "deliveries":
+            action.add_argument("--limit", type=int, default=20, metavar="N")
+
+    events = sub.add_parser("events", help="lifecycle events on the EventBridge bus")
+    actions = events.add_subparsers(dest="action", required=True)
+    tail = actions.add_parser(
+        "tail",
+        help="print lifecycle events as they happen (a temporary rule and queue on the bus, removed on exit)",
+    )
+    tail.add_argument(
+        "--bus",
+        default=os.environ.get("SKYLOOP_EVENT_BUS", "skyloop-local"),
+        help="the bus (the stack output EventBusName; default $SKYLOOP_EVENT_BUS or skyloop-local)",
+    )
+    tail.add_argument("--endpoint-url", default=None, help="AWS endpoint (skyloop dev's moto endpoint)")
+    tail.add_argument("--region", default=None)
+    tail.add_argument("--type", action="append", metavar="TYPE", help="only these detail-types (repeatable)")
+    tail.add_argument(
+        "--count", type=int, default=0, metavar="N", help="stop after N events (default: never)"
+    )
+    tail.add_argument(
+        "--timeout", type=float, default=0, metavar="S", help="stop after S seconds (default: never)"
+    )
+
 
 def _token_command(args: argparse.Namespace) -> int:
     import boto3
@@ -263,7 +312,18 @@ def main(argv: list[str] | None = None) -> int:
         return _token_command(args)
     elif args.command == "smoke":
         return _smoke_command(args)
-    elif args.command in ("chat", "sessions", "agents"):
+    elif args.command == "events":
+        from skyloop.webhooks.tail import tail
+
+        return tail(
+            bus=args.bus,
+            endpoint_url=args.endpoint_url,
+            region=args.region,
+            types=args.type or [],
+            count=args.count,
+            timeout_s=args.timeout,
+        )
+    elif args.command in ("chat", "sessions", "agents", "webhooks"):
         from skyloop.chat import run as run_client_command
 
         return run_client_command(args)

@@ -30,8 +30,9 @@ class FunctionSpec(BaseModel):
     # the most modules importing the handler may load (the built artifacts, tracer off): cold start is
     # mostly import, so a new module-level import must be a decision (tests/infra/test_artifacts.py)
     import_budget: int = 600
-    # cloud only: the live channel's WebSocket routes and the table stream's fan-out; the local stack
-    # serves the same protocol in its own process (skyloop.live.local) and creates no function for them
+    # cloud only: the live channel's WebSocket routes, the table stream's consumers and the webhook
+    # queue's; the local stack does the same in its own process (skyloop.live.local,
+    # skyloop.webhooks.local) and creates no function for them
     cloud_only: bool = False
 
     @property
@@ -105,6 +106,20 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
         timeout_s=60,
         cloud_only=True,
         description="Live channel: new events from the table stream, posted to their subscribers",
+    ),
+    FunctionSpec(
+        name="lifecycle_events",
+        memory_mb=256,
+        timeout_s=60,
+        cloud_only=True,  # the local stack follows the log in its own process (skyloop.webhooks.local)
+        description="Lifecycle events: new events and sessions from the table stream, to EventBridge and webhooks",
+    ),
+    FunctionSpec(
+        name="webhook_delivery",
+        memory_mb=256,
+        timeout_s=30,  # one attempt: a 10 s receiver timeout and two table writes
+        cloud_only=True,
+        description="Webhooks: one signed delivery attempt per queue message, retried on the schedule",
     ),
     FunctionSpec(
         name="reconcile_turns",

@@ -73,6 +73,29 @@ class Settings(BaseModel):
     default_executor: str = Field(default="", alias="SKYLOOP_DEFAULT_EXECUTOR")
     model_prices: str = Field(default="", alias="SKYLOOP_MODEL_PRICES")
     api_function: str = Field(default="", alias="SKYLOOP_API_FUNCTION")
+    # Lifecycle events (skyloop.lifecycle_events, skyloop.webhooks): the EventBridge bus they are put on
+    # (unset: none), the delivery queue webhooks are attempted from and its dead-letter queue (cloud only;
+    # the local stack delivers from a thread pool), and the delivery rules.
+    event_bus: str | None = Field(default=None, min_length=1, alias="SKYLOOP_EVENT_BUS")
+    webhook_queue_url: str | None = Field(default=None, min_length=1, alias="SKYLOOP_WEBHOOK_QUEUE_URL")
+    webhook_dlq_url: str | None = Field(default=None, min_length=1, alias="SKYLOOP_WEBHOOK_DLQ_URL")
+    # The local stack delivers in its own process: the API reaches its dispatcher through the notifier.
+    webhook_local: bool = Field(default=False, alias="SKYLOOP_WEBHOOK_LOCAL")
+    # Seconds between attempts, after the first (each jittered by +-10%): more than 24 hours in all by
+    # default; the local stack sets a short one (its third attempt within 30 s).
+    webhook_retry_schedule: str = Field(
+        default="5,60,300,1800,7200,18000,36000,36000",
+        pattern=r"^\s*\d+(\.\d+)?(\s*,\s*\d+(\.\d+)?)*\s*$",
+        alias="SKYLOOP_WEBHOOK_RETRY_SCHEDULE",
+    )
+    webhook_timeout_s: float = Field(default=10.0, gt=0, le=30, alias="SKYLOOP_WEBHOOK_TIMEOUT_S")
+    # An endpoint whose deliveries all failed for this long is disabled when one is dead-lettered.
+    webhook_disable_after_s: float = Field(default=24 * 3600, ge=0, alias="SKYLOOP_WEBHOOK_DISABLE_AFTER_S")
+    webhook_delivery_ttl_s: int = Field(default=30 * 24 * 3600, ge=60, alias="SKYLOOP_WEBHOOK_DELIVERY_TTL_S")
+
+    @property
+    def retry_schedule(self) -> tuple[float, ...]:
+        return tuple(float(x) for x in self.webhook_retry_schedule.split(",") if x.strip())
 
     @classmethod
     def from_env(cls) -> Settings:

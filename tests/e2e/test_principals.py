@@ -39,6 +39,7 @@ class Tenants:
     session_id: str
     issuer: TestIssuer
     file_id: str = ""
+    webhook_id: str = ""
 
     def client(self, who: str) -> httpx.Client:
         return httpx.Client(
@@ -116,6 +117,9 @@ def tenants(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tenants]:
             )
             assert upload.status_code == 201, upload.text
             t.file_id = upload.json()["id"]
+            hook = alice.post("/v1/webhooks", json={"url": "http://127.0.0.1:9/alice"})
+            assert hook.status_code == 201, hook.text
+            t.webhook_id = hook.json()["id"]
         yield t
     finally:
         _stop(proc)
@@ -132,6 +136,7 @@ def alice_state(t: Tenants) -> dict[str, Any]:
         children = alice.get(f"/v1/sessions/{t.session_id}/child_sessions").json()["data"]
         files = alice.get(f"/v1/sessions/{t.session_id}/resources/files").json()["data"]
         content = alice.get(f"/v1/sessions/{t.session_id}/resources/files/{t.file_id}/content").content
+        webhooks = alice.get("/v1/webhooks").json()["data"]
     keep = ("status", "title", "labels", "archived", "last_seq", "runner_id", "agent_id", "usage")
     return {
         "session": {k: snapshot.get(k) for k in keep},
@@ -141,6 +146,7 @@ def alice_state(t: Tenants) -> dict[str, Any]:
         "children": children,
         "files": files,
         "content": content,
+        "webhooks": webhooks,
     }
 
 
@@ -183,6 +189,13 @@ CROSS_CASES: dict[tuple[str, str], dict[str, Any] | None] = {
     ("GET", "/openai/v1/agents/sessions/{session_id}/turns"): None,
     ("GET", "/openai/v1/agents/sessions/{session_id}/turns/{turn_id}"): None,
     ("GET", "/openai/v1/agents/sessions/{session_id}/turns/{turn_id}/items"): None,
+    ("GET", "/v1/webhooks/{webhook_id}"): None,
+    ("PATCH", "/v1/webhooks/{webhook_id}"): {"url": "http://127.0.0.1:9/bob", "enabled": False},
+    ("DELETE", "/v1/webhooks/{webhook_id}"): None,
+    ("POST", "/v1/webhooks/{webhook_id}/rotate_secret"): {},
+    ("GET", "/v1/webhooks/{webhook_id}/deliveries"): None,
+    ("POST", "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver"): {},
+    ("POST", "/v1/webhooks/{webhook_id}/test"): {},
 }
 # Routes with no id of alice's in the path: what bob can do with them is checked below.
 NO_ID_ROUTES = {
@@ -202,6 +215,8 @@ NO_ID_ROUTES = {
     ("POST", "/openai/v1/agents"),
     ("GET", "/openai/v1/agents/sessions"),
     ("POST", "/openai/v1/agents/sessions"),
+    ("GET", "/v1/webhooks"),
+    ("POST", "/v1/webhooks"),
 }
 
 
@@ -218,11 +233,20 @@ def test_every_route_with_another_principals_id_is_not_found(tenants: Tenants) -
         "session_id": tenants.session_id,
         "file_id": tenants.file_id,
         "turn_id": turn,
+        "webhook_id": tenants.webhook_id,
+        "delivery_id": "evt_" + UNKNOWN,
     }
     with tenants.client("bob") as bob:
         for (method, path), body in CROSS_CASES.items():
             real = path.format(**ids)
-            unknown = path.format(agent_id=UNKNOWN, session_id=UNKNOWN, file_id=UNKNOWN, turn_id=turn)
+            unknown = path.format(
+                agent_id=UNKNOWN,
+                session_id=UNKNOWN,
+                file_id=UNKNOWN,
+                turn_id=turn,
+                webhook_id=UNKNOWN,
+                delivery_id=UNKNOWN,
+            )
             sent: dict[str, Any] = {"files": body} if body is FILE_UPLOAD else {"json": body}
             # When bob names alice's id
             theirs = bob.request(method, real, **sent)
@@ -236,6 +260,7 @@ def test_every_route_with_another_principals_id_is_not_found(tenants: Tenants) -
                 .replace(tenants.agent_id, UNKNOWN)
                 .replace(tenants.session_id, UNKNOWN)
                 .replace(tenants.file_id, UNKNOWN)
+                .replace(tenants.webhook_id, UNKNOWN)
                 == mine.json()["error"]["message"]
             )
         # And the stream too, with or without a cursor
@@ -250,6 +275,8 @@ def test_every_route_with_another_principals_id_is_not_found(tenants: Tenants) -
         assert bob.get("/v1/agents").json()["data"] == []
         assert bob.get("/v1/agents", params={"scope": "user"}).json()["data"] == []
         assert bob.get("/v1/agents", params={"name": "helper"}).json()["data"] == []
+        assert bob.get("/v1/webhooks").json()["data"] == []
+        assert bob.get("/v1/webhooks", params={"owner": "alice"}).status_code == 403
         # And naming alice as the owner to list is refused to a non-admin
         refused = bob.get("/v1/sessions", params={"owner": "alice"})
         assert refused.status_code == 403
@@ -292,6 +319,8 @@ def test_read_only_token_reads_but_writes_nothing(tenants: Tenants) -> None:
             ("POST", "/v1/sessions", {"agent_id": tenants.agent_id}),
             ("POST", f"/v1/sessions/{tenants.session_id}/fork", {}),
             ("DELETE", f"/v1/sessions/{tenants.session_id}/resources/files/{tenants.file_id}", None),
+            ("POST", "/v1/webhooks", {"url": "http://127.0.0.1:9/x"}),
+            ("PATCH", f"/v1/webhooks/{tenants.webhook_id}", {"enabled": False}),
         ):
             resp = reader.request(method, path, json=body)
             # Then it is 403 forbidden
@@ -306,6 +335,9 @@ def test_admin_sees_every_principals_resources(tenants: Tenants) -> None:
         assert admin.get(f"/v1/sessions/{tenants.session_id}").status_code == 200
         listed = admin.get("/v1/sessions", params={"owner": "alice"}).json()["data"]
         assert tenants.session_id in [s["id"] for s in listed]
+        assert admin.get(f"/v1/webhooks/{tenants.webhook_id}").status_code == 200
+        hooks = admin.get("/v1/webhooks", params={"owner": "alice"}).json()["data"]
+        assert tenants.webhook_id in [h["id"] for h in hooks]
         with admin.stream("GET", f"/v1/sessions/{tenants.session_id}/stream?after=0") as stream:
             assert stream.status_code == 200
 

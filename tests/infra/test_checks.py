@@ -33,7 +33,7 @@ ACKNOWLEDGED = {
     ),
     *(
         ("/Skyloop/Functions", f"AwsSolutions-IAM5[Resource::<BlobsBucket1038ED5D.Arn>/{prefix}/*]")
-        for prefix in ("sessions", "agents", "files")
+        for prefix in ("sessions", "agents", "files", "webhooks")
     ),
     *(
         (
@@ -50,6 +50,8 @@ ACKNOWLEDGED = {
     ),
     ("/Skyloop/Live/Api", "AwsSolutions-APIG4"),
     ("/Skyloop/Live/FanoutFailures", "AwsSolutions-SQS3"),
+    ("/Skyloop/Lifecycle/PublisherFailures", "AwsSolutions-SQS3"),
+    ("/Skyloop/Lifecycle/DeadDeliveries", "AwsSolutions-SQS3"),
     ("/Skyloop/Blobs/Bucket", "AwsSolutions-S1"),
     # the web console: its bucket, and CDK's BucketDeployment handler that uploads console/dist
     ("/Skyloop/Console/Bucket", "AwsSolutions-S1"),

@@ -119,11 +119,18 @@ def test_fanout_consumes_the_stream_filtered_to_new_events_with_bounded_retries(
     assert mapping["BisectBatchOnFunctionError"] is True
     assert 0 <= mapping["MaximumRetryAttempts"] <= 10
     assert 60 <= mapping["MaximumRecordAgeInSeconds"] <= 3600
-    queue_id, queue = one(template_json, "AWS::SQS::Queue")
+    queue_id, queue = by_prefix(template_json, "AWS::SQS::Queue", "LiveFanoutFailures")
     assert mapping["DestinationConfig"] == {"OnFailure": {"Destination": {"Fn::GetAtt": [queue_id, "Arn"]}}}
     assert queue["Properties"]["SqsManagedSseEnabled"] is True
-    # And it is the only consumer so far: lifecycle publishing will add a mapping of its own
-    assert len([m for m in resources(template_json, "AWS::Lambda::EventSourceMapping").values()]) == 1
+    # And the stream's other consumer (lifecycle events) has a mapping of its own
+    on_stream = [
+        m["Properties"]["FunctionName"]
+        for m in resources(template_json, "AWS::Lambda::EventSourceMapping").values()
+        if m["Properties"]["EventSourceArn"] == {"Fn::GetAtt": [table_id, "StreamArn"]}
+    ]
+    assert sorted(on_stream, key=str) == sorted(
+        [{"Ref": fanout_id}, {"Ref": function(template_json, "lifecycle_events")[0]}], key=str
+    )
 
 
 def _manage_connections(t: Template, name: str) -> list[dict[str, Any]]:
@@ -144,7 +151,7 @@ def test_only_the_live_functions_may_post_and_only_to_this_stage(template_json: 
     assert others == []
 
 
-def test_only_the_fanout_reads_the_stream(template_json: Template) -> None:
+def test_only_the_stream_consumers_read_the_stream(template_json: Template) -> None:
     table_id, _ = one(template_json, "AWS::DynamoDB::Table")
     reads = {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"}
     statements = role_statements(template_json, _role_of(template_json, "push_fanout"))
@@ -152,10 +159,10 @@ def test_only_the_fanout_reads_the_stream(template_json: Template) -> None:
     assert on_stream["Resource"] == {"Fn::GetAtt": [table_id, "StreamArn"]}
     (listing,) = statements_with(statements, "dynamodb:ListStreams")
     assert as_list(listing["Action"]) == ["dynamodb:ListStreams"]  # the one action without a resource
-    queue_id, _ = one(template_json, "AWS::SQS::Queue")
+    queue_id, _ = by_prefix(template_json, "AWS::SQS::Queue", "LiveFanoutFailures")
     (to_queue,) = statements_with(statements, "sqs:SendMessage")
     assert to_queue["Resource"] == {"Fn::GetAtt": [queue_id, "Arn"]}
-    for name in ("live", "api", "stream"):
+    for name in ("live", "api", "stream", "turn", "webhook_delivery"):
         granted = actions(role_statements(template_json, _role_of(template_json, name)))
         assert not granted & (reads | {"dynamodb:ListStreams"}), name
 
@@ -182,12 +189,20 @@ def test_live_access_logs_live_in_their_own_group(template_json: Template) -> No
 
 def test_alarms_on_a_lagging_fanout_and_on_batches_it_gave_up_on(template_json: Template) -> None:
     fanout_id, _ = function(template_json, "push_fanout")
-    queue_id, _ = one(template_json, "AWS::SQS::Queue")
+    queue_id, _ = by_prefix(template_json, "AWS::SQS::Queue", "LiveFanoutFailures")
     alarms = [a["Properties"] for a in resources(template_json, "AWS::CloudWatch::Alarm").values()]
-    (lag,) = [a for a in alarms if a["MetricName"] == "IteratorAge"]
+    (lag,) = [
+        a
+        for a in alarms
+        if a["MetricName"] == "IteratorAge" and a["Dimensions"][0]["Value"] == {"Ref": fanout_id}
+    ]
     assert lag["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": fanout_id}}]
     assert lag["Statistic"] == "Maximum"
     assert lag["Threshold"] == C.FANOUT_ITERATOR_AGE_MS
-    (gave_up,) = [a for a in alarms if a["MetricName"] == "ApproximateNumberOfMessagesVisible"]
-    assert gave_up["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]
+    (gave_up,) = [
+        a
+        for a in alarms
+        if a["MetricName"] == "ApproximateNumberOfMessagesVisible"
+        and a["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]
+    ]
     assert gave_up["Threshold"] == 1

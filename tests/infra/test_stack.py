@@ -175,8 +175,14 @@ EXPECTED_BLOB_ACTIONS = {
     **{name: BLOB_READ_WRITE for name in STEP_NAMES},
     "live": BLOB_READ,  # a replayed event's payload may live in the bucket
     "push_fanout": BLOB_READ,  # and a new one's
+    "lifecycle_events": BLOB_READ_WRITE,  # reads events, puts a large delivery body
+    "webhook_delivery": BLOB_READ,  # reads that body back
 }
-EXPECTED_BLOB_PREFIXES = {"api": {"sessions/", "agents/", "files/"}}
+EXPECTED_BLOB_PREFIXES = {
+    "api": {"sessions/", "agents/", "files/", "webhooks/"},
+    "lifecycle_events": {"sessions/", "webhooks/"},
+    "webhook_delivery": {"webhooks/"},
+}
 EXPECTED_LIST_PREFIXES = {"api": ["sessions/*", "files/*"]}
 
 
@@ -476,6 +482,10 @@ EXPECTED_TABLE_ACTIONS = {
     "live": READS
     | {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"},
     "push_fanout": {"dynamodb:Query", "dynamodb:DeleteItem"},
+    # the session, the log around a run of calls, the owner's endpoints (by_owner), a new delivery
+    "lifecycle_events": READS | {"dynamodb:PutItem"},
+    # the endpoint and the delivery, an attempt and the endpoint's state recorded
+    "webhook_delivery": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 }
 # The fan-out's event source mapping reads the table's stream (tests/infra/test_live_stack.py checks them).
 STREAM_READS = {
@@ -484,7 +494,11 @@ STREAM_READS = {
     "dynamodb:GetRecords",
     "dynamodb:GetShardIterator",
 }
-EXPECTED_INDEXES = {"api": {"by_owner", "by_agent_name"}, RECONCILER.name: {"running_sessions"}}
+EXPECTED_INDEXES = {
+    "api": {"by_owner", "by_agent_name"},
+    RECONCILER.name: {"running_sessions"},
+    "lifecycle_events": {"by_owner"},  # routing: the endpoints of a session's owner
+}
 
 
 def _table_statements(t: Template, name: str) -> list[dict[str, Any]]:
@@ -623,12 +637,12 @@ LOG_DELIVERY = {
 
 def test_wildcard_resources_carry_only_tracing_and_log_delivery(template_json: Template) -> None:
     machine_role = one(template_json, "AWS::StepFunctions::StateMachine")[1]["Properties"]["RoleArn"]
-    fanout_role = _role_of(template_json, "push_fanout")
+    stream_roles = [{"Ref": _role_of(template_json, name)} for name in ("push_fanout", "lifecycle_events")]
     # Given every policy in the stack
     for policy_id, policy in resources(template_json, "AWS::IAM::Policy").items():
         roles = policy["Properties"]["Roles"]
         allowed = TRACING | (LOG_DELIVERY if {"Ref": machine_role["Fn::GetAtt"][0]} in roles else set())
-        if {"Ref": fanout_role} in roles:  # a stream event source: ListStreams takes no resource
+        if any(r in roles for r in stream_roles):  # a stream event source: ListStreams takes no resource
             allowed = allowed | {"dynamodb:ListStreams"}
         if policy_id.startswith(BUCKET_DEPLOYMENT_HANDLER):  # the console upload invalidates the edge cache
             allowed = {"cloudfront:CreateInvalidation", "cloudfront:GetInvalidation"}

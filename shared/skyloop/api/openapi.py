@@ -168,5 +168,46 @@ def document(version: str) -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {"title": TITLE, "version": version},
         "paths": paths,
+        "webhooks": webhooks(components),
         "components": {"schemas": components},
     }
+
+
+WEBHOOK_HEADERS = {
+    "webhook-id": "The event's id: the same on every attempt (dedupe on it).",
+    "webhook-timestamp": "Unix seconds of this attempt.",
+    "webhook-signature": "`v1,` + base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret; "
+    "two, space-separated, during a rotation's grace period.",
+}
+
+
+def webhooks(components: dict[str, Any]) -> dict[str, Any]:
+    """OpenAPI 3.1's ``webhooks``: every lifecycle event an endpoint receives, as the POST it is."""
+    from skyloop.lifecycle_events.models import EVENT_MODELS
+
+    out: dict[str, Any] = {}
+    for type_, model in EVENT_MODELS.items():
+        out[type_] = {
+            "post": {
+                "summary": (model.__doc__ or type_).strip().splitlines()[0],
+                "operationId": f"webhook_{type_.replace('.', '_')}",
+                "parameters": [
+                    {
+                        "name": name,
+                        "in": "header",
+                        "required": True,
+                        "description": text,
+                        "schema": {"type": "string"},
+                    }
+                    for name, text in WEBHOOK_HEADERS.items()
+                ],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": _schema(model, components)}},
+                },
+                "responses": {
+                    "2XX": {"description": "received; any other answer, or none in 10 s, is retried"}
+                },
+            }
+        }
+    return out

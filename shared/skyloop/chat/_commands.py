@@ -266,10 +266,78 @@ def agents_command(
     return 0
 
 
+# -------------------------------------------------------------------------- webhooks
+def webhooks_command(
+    args: argparse.Namespace,
+    *,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    client: Client | None = None,
+) -> int:
+    """``skyloop webhooks add|ls|rm|deliveries|test``."""
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    _tolerant(stdout)
+    base_url = getattr(args, "url", None)
+    try:
+        client = client or _client(args)
+        base_url = client.base_url
+        with client:
+            body, text = _webhooks_action(client, args)
+    except _FAILURES as exc:
+        return _fail(exc, base_url, err=stderr)
+    if args.json:
+        _print_json(body, stdout)
+    else:
+        stdout.write(text + "\n")
+    return 0
+
+
+def _webhooks_action(client: Client, args: argparse.Namespace) -> tuple[Any, str]:
+    raw = client.with_raw_response
+    if args.action == "add":
+        added = raw.create_webhook(
+            args.webhook_url,
+            events=args.event or None,
+            description=args.description,
+            all_sessions=args.all or None,
+        )
+        endpoint = added.parse()
+        return added.json(), (
+            f"added webhook {endpoint.id} -> {endpoint.url} ({', '.join(endpoint.events) or 'every event'})\n"
+            f"signing secret (shown once): {endpoint.secret}"
+        )
+    if args.action == "ls":
+        listed = raw.list_webhooks()
+        rows = [
+            f"{e.id}  {e.status:<8}  {e.url}  {','.join(e.events) or '*'}"
+            + (f"  ({e.disabled_reason})" if e.disabled_reason else "")
+            for e in listed.parse().data
+        ]
+        return listed.json(), "\n".join(rows) or "no webhooks"
+    if args.action == "rm":
+        deleted = raw.delete_webhook(args.webhook_id)
+        return deleted.json(), f"deleted webhook {deleted.parse().id}"
+    if args.action == "deliveries":
+        page = raw.list_webhook_deliveries(args.webhook_id, limit=args.limit)
+        lines = []
+        for d in page.parse().data:
+            tries = ", ".join(
+                f"{a.response_code or a.error or a.status} in {a.latency_ms} ms" for a in d.attempts
+            )
+            lines.append(f"{d.id}  {d.event_type:<30}  {d.status:<9}  [{tries}]")
+        return page.json(), "\n".join(lines) or "no deliveries"
+    tested = raw.test_webhook(args.webhook_id)
+    result = tested.parse()
+    verdict = "ok" if result.success else "FAILED"
+    return tested.json(), f"test {verdict}: {result.status_code or result.error} in {result.latency_ms} ms"
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "chat": chat_command,
     "sessions": sessions_command,
     "agents": agents_command,
+    "webhooks": webhooks_command,
 }
 
 

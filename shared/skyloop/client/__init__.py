@@ -7,6 +7,9 @@ does the same over the live channel (a WebSocket) when the server has one;
 model's client-side tool calls locally and answering every one of them;
 ``client.with_raw_response.<method>(...)`` answers a ``RawResponse`` (status,
 headers, the JSON body as sent) for callers that must show the wire format.
+``client.create_webhook(url)`` registers an endpoint for the lifecycle events
+of your sessions; ``verify_webhook(body, headers, secret)`` checks a delivery
+and answers it typed (``SessionActionRequired``, ``SessionIdle``...).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from skyloop.client._models import (
     AgentPage,
     CreatedSession,
     DeletedSession,
+    DeletedWebhookEndpoint,
     EventAccepted,
     FunctionCallItem,
     FunctionCallOutputItem,
@@ -77,6 +81,13 @@ from skyloop.client._models import (
     TaskError,
     UnknownEvent,
     UnknownItem,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookDeliveryPage,
+    WebhookEndpoint,
+    WebhookEndpointPage,
+    WebhookRedelivery,
+    WebhookTestResult,
     is_terminal,
     parse_event,
 )
@@ -89,14 +100,28 @@ from skyloop.client._tools import Tool, ToolBox, tool
 from skyloop.client._tracker import TurnResult
 from skyloop.client._transport import RawResponse
 from skyloop.client._turn import AsyncTurn, Turn
+from skyloop.client._webhooks import WebhookVerificationError, verify_webhook
+from skyloop.lifecycle_events.models import (
+    ActionCall,
+    ApprovalRequest,
+    RequiredAction,
+    SessionActionRequired,
+    SessionCreated,
+    SessionFailed,
+    SessionIdle,
+    SessionInProgress,
+    WebhookTest,
+)
 
 __all__ = [
     "DEFAULT_URL",
     "APIConnectionError",
     "APIError",
     "APITimeoutError",
+    "ActionCall",
     "Agent",
     "AgentPage",
+    "ApprovalRequest",
     "AsyncClient",
     "AsyncConfirmTool",
     "AsyncEventStream",
@@ -112,6 +137,7 @@ __all__ = [
     "ConflictError",
     "CreatedSession",
     "DeletedSession",
+    "DeletedWebhookEndpoint",
     "EventAccepted",
     "EventStream",
     "ForbiddenError",
@@ -134,6 +160,7 @@ __all__ = [
     "RawResponse",
     "RawResponses",
     "ReconnectPolicy",
+    "RequiredAction",
     "ResponseCancelled",
     "ResponseCompleted",
     "ResponseFailed",
@@ -147,7 +174,12 @@ __all__ = [
     "SSEDecoder",
     "ServerSentEvent",
     "Session",
+    "SessionActionRequired",
+    "SessionCreated",
+    "SessionFailed",
     "SessionHeartbeat",
+    "SessionIdle",
+    "SessionInProgress",
     "SessionInputConsumed",
     "SessionInterrupted",
     "SessionPage",
@@ -169,7 +201,17 @@ __all__ = [
     "UnknownEvent",
     "UnknownItem",
     "UnsupportedMediaTypeError",
+    "WebhookAttempt",
+    "WebhookDelivery",
+    "WebhookDeliveryPage",
+    "WebhookEndpoint",
+    "WebhookEndpointPage",
+    "WebhookRedelivery",
+    "WebhookTest",
+    "WebhookTestResult",
+    "WebhookVerificationError",
     "is_terminal",
     "parse_event",
     "tool",
+    "verify_webhook",
 ]

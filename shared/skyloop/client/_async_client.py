@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         AgentPage,
         CreatedSession,
         DeletedSession,
+        DeletedWebhookEndpoint,
         EventAccepted,
         Health,
         Item,
@@ -41,6 +42,11 @@ if TYPE_CHECKING:
         SessionPage,
         SessionSnapshot,
         SessionSummary,
+        WebhookDeliveryPage,
+        WebhookEndpoint,
+        WebhookEndpointPage,
+        WebhookRedelivery,
+        WebhookTestResult,
     )
     from skyloop.client._requests import AgentSource
     from skyloop.client._tools import ToolsSpec
@@ -277,6 +283,81 @@ class AsyncClient:
     async def heartbeat(self, session_id: str) -> EventAccepted:
         """Tell a turn that waits for this client that it is still there (harmless otherwise)."""
         return await self._transport.send(api.heartbeat(session_id))
+
+    # ------------------------------------------------------------------- webhooks
+    async def create_webhook(
+        self,
+        url: str,
+        *,
+        events: list[str] | None = None,
+        description: str | None = None,
+        all_sessions: bool | None = None,
+    ) -> WebhookEndpoint:
+        """Register an endpoint for the lifecycle events of your sessions; keep ``secret``: it is shown once."""
+        return await self._transport.send(
+            api.create_webhook(url, events=events, description=description, all_sessions=all_sessions)
+        )
+
+    async def list_webhooks(self, *, owner: str | None = None) -> WebhookEndpointPage:
+        """Your endpoints (an admin may name another ``owner``)."""
+        return await self._transport.send(api.list_webhooks(owner=owner))
+
+    async def get_webhook(self, webhook_id: str) -> WebhookEndpoint:
+        return await self._transport.send(api.get_webhook(webhook_id))
+
+    async def update_webhook(
+        self,
+        webhook_id: str,
+        *,
+        url: str | None = None,
+        events: list[str] | None = None,
+        description: str | None = None,
+        all_sessions: bool | None = None,
+        enabled: bool | None = None,
+    ) -> WebhookEndpoint:
+        """Change what is given; ``enabled=True`` re-enables an endpoint that was disabled for failing."""
+        return await self._transport.send(
+            api.update_webhook(
+                webhook_id,
+                url=url,
+                events=events,
+                description=description,
+                all_sessions=all_sessions,
+                enabled=enabled,
+            )
+        )
+
+    async def delete_webhook(self, webhook_id: str) -> DeletedWebhookEndpoint:
+        return await self._transport.send(api.delete_webhook(webhook_id))
+
+    async def rotate_webhook_secret(
+        self, webhook_id: str, *, grace_period_s: int | None = None
+    ) -> WebhookEndpoint:
+        """A new secret (in the answer); the old one also signs for ``grace_period_s``."""
+        return await self._transport.send(
+            api.rotate_webhook_secret(webhook_id, grace_period_s=grace_period_s)
+        )
+
+    async def list_webhook_deliveries(
+        self,
+        webhook_id: str,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+        status: str | None = None,
+    ) -> WebhookDeliveryPage:
+        """Deliveries, newest first, each with every attempt."""
+        return await self._transport.send(
+            api.list_webhook_deliveries(webhook_id, limit=limit, after=after, status=status)
+        )
+
+    async def redeliver_webhook(self, webhook_id: str, delivery_id: str) -> WebhookRedelivery:
+        """Attempt a delivery again (same ``webhook-id``), e.g. one that was dead-lettered."""
+        return await self._transport.send(api.redeliver_webhook(webhook_id, delivery_id))
+
+    async def test_webhook(self, webhook_id: str) -> WebhookTestResult:
+        """Post a signed ``skyloop.webhook.test`` event now and report the endpoint's answer."""
+        return await self._transport.send(api.test_webhook(webhook_id))
 
     def stream(self, session_id: str, *, after: int | None = None) -> AsyncEventStream:
         """Typed events of the session; reconnects transparently and never repeats an event.

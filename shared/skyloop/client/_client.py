@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         AgentPage,
         CreatedSession,
         DeletedSession,
+        DeletedWebhookEndpoint,
         EventAccepted,
         Health,
         Item,
@@ -40,6 +41,11 @@ if TYPE_CHECKING:
         SessionPage,
         SessionSnapshot,
         SessionSummary,
+        WebhookDeliveryPage,
+        WebhookEndpoint,
+        WebhookEndpointPage,
+        WebhookRedelivery,
+        WebhookTestResult,
     )
     from skyloop.client._requests import AgentSource
     from skyloop.client._tools import ToolsSpec
@@ -295,6 +301,77 @@ class Client:
     def heartbeat(self, session_id: str) -> EventAccepted:
         """Tell a turn that waits for this client that it is still there (harmless otherwise)."""
         return self._transport.send(api.heartbeat(session_id))
+
+    # ------------------------------------------------------------------- webhooks
+    def create_webhook(
+        self,
+        url: str,
+        *,
+        events: list[str] | None = None,
+        description: str | None = None,
+        all_sessions: bool | None = None,
+    ) -> WebhookEndpoint:
+        """Register an endpoint for the lifecycle events of your sessions; keep ``secret``: it is shown once."""
+        return self._transport.send(
+            api.create_webhook(url, events=events, description=description, all_sessions=all_sessions)
+        )
+
+    def list_webhooks(self, *, owner: str | None = None) -> WebhookEndpointPage:
+        """Your endpoints (an admin may name another ``owner``)."""
+        return self._transport.send(api.list_webhooks(owner=owner))
+
+    def get_webhook(self, webhook_id: str) -> WebhookEndpoint:
+        return self._transport.send(api.get_webhook(webhook_id))
+
+    def update_webhook(
+        self,
+        webhook_id: str,
+        *,
+        url: str | None = None,
+        events: list[str] | None = None,
+        description: str | None = None,
+        all_sessions: bool | None = None,
+        enabled: bool | None = None,
+    ) -> WebhookEndpoint:
+        """Change what is given; ``enabled=True`` re-enables an endpoint that was disabled for failing."""
+        return self._transport.send(
+            api.update_webhook(
+                webhook_id,
+                url=url,
+                events=events,
+                description=description,
+                all_sessions=all_sessions,
+                enabled=enabled,
+            )
+        )
+
+    def delete_webhook(self, webhook_id: str) -> DeletedWebhookEndpoint:
+        return self._transport.send(api.delete_webhook(webhook_id))
+
+    def rotate_webhook_secret(self, webhook_id: str, *, grace_period_s: int | None = None) -> WebhookEndpoint:
+        """A new secret (in the answer); the old one also signs for ``grace_period_s``."""
+        return self._transport.send(api.rotate_webhook_secret(webhook_id, grace_period_s=grace_period_s))
+
+    def list_webhook_deliveries(
+        self,
+        webhook_id: str,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+        status: str | None = None,
+    ) -> WebhookDeliveryPage:
+        """Deliveries, newest first, each with every attempt."""
+        return self._transport.send(
+            api.list_webhook_deliveries(webhook_id, limit=limit, after=after, status=status)
+        )
+
+    def redeliver_webhook(self, webhook_id: str, delivery_id: str) -> WebhookRedelivery:
+        """Attempt a delivery again (same ``webhook-id``), e.g. one that was dead-lettered."""
+        return self._transport.send(api.redeliver_webhook(webhook_id, delivery_id))
+
+    def test_webhook(self, webhook_id: str) -> WebhookTestResult:
+        """Post a signed ``skyloop.webhook.test`` event now and report the endpoint's answer."""
+        return self._transport.send(api.test_webhook(webhook_id))
 
     def stream(self, session_id: str, *, after: int | None = None) -> EventStream:
         """Typed events of the session; reconnects transparently and never repeats an event.

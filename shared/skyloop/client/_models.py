@@ -470,3 +470,75 @@ def _blocks_text(content: Any) -> str:
         for block in content
         if isinstance(block, dict) and block.get("type") in ("input_text", "output_text", "text")
     )
+
+
+# ------------------------------------------------------------------------- webhooks
+class WebhookEndpoint(_Model):
+    """A webhook endpoint; ``secret`` only in the answers to create and rotate."""
+
+    id: str
+    object: str = "webhook_endpoint"
+    url: str
+    events: list[str] = Field(default_factory=list)
+    description: str | None = None
+    all_sessions: bool = False
+    status: str = "enabled"
+    disabled_reason: str | None = None
+    owner: str | None = None
+    created_at: int | None = None
+    updated_at: int | None = None
+    secret_hint: str | None = None
+    secret: str | None = None
+
+
+class WebhookAttempt(_Model):
+    attempt: int
+    at: float
+    status: str
+    response_code: int | None = None
+    latency_ms: int = 0
+    error: str | None = None
+    next_retry_at: float | None = None
+
+
+class WebhookDelivery(_Model):
+    """One event's delivery to one endpoint (``id`` is the event id, the ``webhook-id`` header)."""
+
+    id: str
+    object: str = "webhook_delivery"
+    endpoint_id: str
+    event_type: str
+    session_id: str | None = None
+    status: str
+    attempts: list[WebhookAttempt] = Field(default_factory=list)
+    next_retry_at: float | None = None
+    created_at: int | None = None
+    event: dict[str, Any] = Field(default_factory=dict)
+
+
+class WebhookTestResult(_Model):
+    object: str = "webhook_endpoint.test"
+    webhook_endpoint_id: str
+    event_type: str
+    event_id: str
+    success: bool
+    status_code: int | None = None
+    latency_ms: int | None = None
+    error: str | None = None
+
+
+class DeletedWebhookEndpoint(_Model):
+    id: str
+    object: str = "webhook_endpoint.deleted"
+    deleted: bool = True
+
+
+class WebhookRedelivery(_Model):
+    id: str
+    object: str = "webhook_delivery"
+    status: str = "pending"
+    queued: bool = True
+
+
+WebhookEndpointPage = Page[WebhookEndpoint]
+WebhookDeliveryPage = Page[WebhookDelivery]

@@ -72,6 +72,15 @@ class RawResponses:
         self.submit_tool_output = _sync(transport, api.submit_tool_output)
         self.interrupt = _sync(transport, api.interrupt)
         self.heartbeat = _sync(transport, api.heartbeat)
+        self.create_webhook = _sync(transport, api.create_webhook)
+        self.list_webhooks = _sync(transport, api.list_webhooks)
+        self.get_webhook = _sync(transport, api.get_webhook)
+        self.update_webhook = _sync(transport, api.update_webhook)
+        self.delete_webhook = _sync(transport, api.delete_webhook)
+        self.rotate_webhook_secret = _sync(transport, api.rotate_webhook_secret)
+        self.list_webhook_deliveries = _sync(transport, api.list_webhook_deliveries)
+        self.redeliver_webhook = _sync(transport, api.redeliver_webhook)
+        self.test_webhook = _sync(transport, api.test_webhook)
 
 
 class AsyncRawResponses:
@@ -97,3 +106,12 @@ class AsyncRawResponses:
         self.submit_tool_output = _async(transport, api.submit_tool_output)
         self.interrupt = _async(transport, api.interrupt)
         self.heartbeat = _async(transport, api.heartbeat)
+        self.create_webhook = _async(transport, api.create_webhook)
+        self.list_webhooks = _async(transport, api.list_webhooks)
+        self.get_webhook = _async(transport, api.get_webhook)
+        self.update_webhook = _async(transport, api.update_webhook)
+        self.delete_webhook = _async(transport, api.delete_webhook)
+        self.rotate_webhook_secret = _async(transport, api.rotate_webhook_secret)
+        self.list_webhook_deliveries = _async(transport, api.list_webhook_deliveries)
+        self.redeliver_webhook = _async(transport, api.redeliver_webhook)
+        self.test_webhook = _async(transport, api.test_webhook)

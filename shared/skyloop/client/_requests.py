@@ -26,6 +26,7 @@ from skyloop.client._models import (
     AgentPage,
     CreatedSession,
     DeletedSession,
+    DeletedWebhookEndpoint,
     EventAccepted,
     Health,
     ItemPage,
@@ -34,6 +35,11 @@ from skyloop.client._models import (
     RunnerStatus,
     SessionPage,
     SessionSnapshot,
+    WebhookDeliveryPage,
+    WebhookEndpoint,
+    WebhookEndpointPage,
+    WebhookRedelivery,
+    WebhookTestResult,
 )
 from skyloop.client._tools import ToolBox
 
@@ -343,6 +349,88 @@ def interrupt(session_id: str) -> ApiCall[EventAccepted]:
 def heartbeat(session_id: str) -> ApiCall[EventAccepted]:
     """The client is still there (an agent with ``limits.client_heartbeat_s`` needs one that often while it waits)."""
     return post_event(session_id, "heartbeat")
+
+
+# ------------------------------------------------------------------------- webhooks
+def create_webhook(
+    url: str,
+    *,
+    events: list[str] | None = None,
+    description: str | None = None,
+    all_sessions: bool | None = None,
+) -> ApiCall[WebhookEndpoint]:
+    """Register an endpoint; the answer carries its signing secret, shown this once."""
+    body = {"url": url, "events": events, "description": description, "all_sessions": all_sessions}
+    return ApiCall(
+        "POST",
+        "/v1/webhooks",
+        WebhookEndpoint.model_validate,
+        json={k: v for k, v in body.items() if v is not None},
+    )
+
+
+def list_webhooks(*, owner: str | None = None) -> ApiCall[WebhookEndpointPage]:
+    return ApiCall("GET", "/v1/webhooks", WebhookEndpointPage.model_validate, params={"owner": owner})
+
+
+def get_webhook(webhook_id: str) -> ApiCall[WebhookEndpoint]:
+    return ApiCall("GET", f"/v1/webhooks/{_seg(webhook_id)}", WebhookEndpoint.model_validate)
+
+
+def update_webhook(
+    webhook_id: str,
+    *,
+    url: str | None = None,
+    events: list[str] | None = None,
+    description: str | None = None,
+    all_sessions: bool | None = None,
+    enabled: bool | None = None,
+) -> ApiCall[WebhookEndpoint]:
+    """Change what is given; ``enabled=True`` re-enables an endpoint that was disabled for failing."""
+    candidates = {
+        "url": url,
+        "events": events,
+        "description": description,
+        "all_sessions": all_sessions,
+        "enabled": enabled,
+    }
+    changes = {k: v for k, v in candidates.items() if v is not None}
+    return ApiCall("PATCH", f"/v1/webhooks/{_seg(webhook_id)}", WebhookEndpoint.model_validate, json=changes)
+
+
+def delete_webhook(webhook_id: str) -> ApiCall[DeletedWebhookEndpoint]:
+    return ApiCall("DELETE", f"/v1/webhooks/{_seg(webhook_id)}", DeletedWebhookEndpoint.model_validate)
+
+
+def rotate_webhook_secret(webhook_id: str, *, grace_period_s: int | None = None) -> ApiCall[WebhookEndpoint]:
+    """A new secret; the old one keeps signing beside it for ``grace_period_s`` (server default 24 h)."""
+    body = {} if grace_period_s is None else {"grace_period_s": grace_period_s}
+    return ApiCall(
+        "POST", f"/v1/webhooks/{_seg(webhook_id)}/rotate_secret", WebhookEndpoint.model_validate, json=body
+    )
+
+
+def list_webhook_deliveries(
+    webhook_id: str, *, limit: int | None = None, after: str | None = None, status: str | None = None
+) -> ApiCall[WebhookDeliveryPage]:
+    """Newest first, each with its attempts (status, response code, latency, next retry)."""
+    params = {"limit": limit, "after": after, "status": status}
+    return ApiCall(
+        "GET",
+        f"/v1/webhooks/{_seg(webhook_id)}/deliveries",
+        WebhookDeliveryPage.model_validate,
+        params=params,
+    )
+
+
+def redeliver_webhook(webhook_id: str, delivery_id: str) -> ApiCall[WebhookRedelivery]:
+    path = f"/v1/webhooks/{_seg(webhook_id)}/deliveries/{_seg(delivery_id)}/redeliver"
+    return ApiCall("POST", path, WebhookRedelivery.model_validate, json={})
+
+
+def test_webhook(webhook_id: str) -> ApiCall[WebhookTestResult]:
+    """Post a signed ``skyloop.webhook.test`` event to the endpoint now."""
+    return ApiCall("POST", f"/v1/webhooks/{_seg(webhook_id)}/test", WebhookTestResult.model_validate, json={})
 
 
 def stream_path(session_id: str) -> str:

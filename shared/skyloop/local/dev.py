@@ -33,6 +33,9 @@ MOTO_CONFIG: Any = {
     "core": {"passthrough": {"services": ["bedrockruntime"]}},  # models are real (or the scripted one)
 }
 TABLE_NAME = "skyloop-local"
+EVENT_BUS = "skyloop-local"  # lifecycle events on moto's EventBridge (`skyloop events tail`)
+# Webhook retries in the local stack: short, so a test or a developer sees them (third attempt within 30 s)
+LOCAL_RETRY_SCHEDULE = "4,16,60,300"
 SMOKE_TOOL_FILE = Path(__file__).resolve().parents[1] / "tools" / "smoke_echo.py"
 OFFLINE_MODEL = "skyloop-offline"
 EXAMPLE_AGENT = "coder"
@@ -164,6 +167,11 @@ def configure_environment(moto_port: int) -> None:
     os.environ.setdefault("SKYLOOP_OUTBOUND_ALLOW_LOOPBACK", "true")
     # the live channel is served on the stack's own port; /v1/info answers it with the request's host
     os.environ["SKYLOOP_LIVE_URL"] = "/v1/live"
+    # lifecycle events: moto's bus, and webhooks delivered from this process on a short schedule
+    os.environ["SKYLOOP_EVENT_BUS"] = EVENT_BUS
+    os.environ["SKYLOOP_WEBHOOK_LOCAL"] = "true"
+    os.environ.setdefault("SKYLOOP_WEBHOOK_RETRY_SCHEDULE", LOCAL_RETRY_SCHEDULE)
+    os.environ.setdefault("SKYLOOP_WEBHOOK_DISABLE_AFTER_S", "300")
 
 
 def start(
@@ -174,8 +182,12 @@ def start(
     example_agent: bool = True,
     lambda_runtime: str = "process",
     lambda_tools: list[str] | None = None,
+    lifecycle_events: bool = True,
 ) -> DevStack:
     """Bring the stack up; ``lambda_runtime`` is ``process`` (worker processes, as Lambda) or ``thread``.
+
+    ``lifecycle_events=False`` leaves out the lifecycle publisher and webhook deliveries
+    (``bench/turn_cost.py`` counts a turn's own requests).
 
     ``lambda_tools`` are Python files whose ``(event, context)`` functions become local
     Lambda functions (see :mod:`skyloop.local.lambda_tools`); ``smoke_echo``
@@ -238,6 +250,7 @@ def start(
         table_name=TABLE_NAME,
         environment={"SKYLOOP_TABLE_NAME": TABLE_NAME},
         lambda_tools=sorted(local_tools.all_tools()),
+        event_bus=EVENT_BUS,
     )
     os.environ["SKYLOOP_STATE_MACHINE_ARN"] = resources.state_machine_arn
     os.environ["SKYLOOP_BLOB_BUCKET"] = resources.blob_bucket
@@ -249,6 +262,10 @@ def start(
     if lambda_runtime == "process":  # started now: environments take the finished environment
         lambda_hook.install(ProcessRuntime([f.name for f in manifest.FUNCTIONS if f.local]))
 
+    from skyloop.webhooks import local as local_webhooks
+
+    if lifecycle_events:
+        local_webhooks.start(deps.store(), deps.get_settings())  # before any session: it sees every one
     _start_sweeper(float(os.environ.get("SKYLOOP_SWEEP_INTERVAL_S", "60")))
     _start_reconciler(float(os.environ.get("SKYLOOP_RECONCILE_INTERVAL_S", "60")))
     mock_app = mockllm.create_app()
@@ -372,6 +389,7 @@ def serve(
         flush=True,
     )
     print(f"  moto endpoint:  {stack.moto_url}", flush=True)
+    print(f"  event bus:      {EVENT_BUS}  (skyloop events tail --endpoint-url {stack.moto_url})", flush=True)
     from skyloop.local import lambda_tools as local_tools
 
     for name in sorted(local_tools.all_tools()):

@@ -170,7 +170,7 @@ class _Worker:
                 except (OSError, ValueError):
                     break
             elif kind == "notify":
-                notifier.deliver(message[1])
+                notifier.deliver(*message[1:])
             elif kind == "result":
                 self.result = (message[1], message[2])
                 self.done.set()

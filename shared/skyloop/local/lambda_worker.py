@@ -179,7 +179,7 @@ def main(conn: Connection, function_name: str, environment: dict[str, str]) -> N
     _dynamodb[:] = [remote] if remote is not None else []
     if ("before-send", _forward) not in botocore.handlers.BUILTIN_HANDLERS:
         botocore.handlers.BUILTIN_HANDLERS.append(("before-send", _forward))
-    notifier.set_publisher(lambda session_id: channel.send(("notify", session_id)))
+    notifier.set_publisher(lambda session_id, kind: channel.send(("notify", session_id, kind)))
     handler = handler_for(function_name)
     while True:
         try:

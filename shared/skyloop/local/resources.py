@@ -23,9 +23,15 @@ class LocalResources(BaseModel):
 
 
 def bootstrap(
-    clients: Any, *, table_name: str, environment: dict[str, str], lambda_tools: list[str] | None = None
+    clients: Any,
+    *,
+    table_name: str,
+    environment: dict[str, str],
+    lambda_tools: list[str] | None = None,
+    event_bus: str | None = None,
 ) -> LocalResources:
-    """``clients(service)`` returns a boto3 client bound to moto; ``lambda_tools`` are the user's tool functions."""
+    """``clients(service)`` returns a boto3 client bound to moto; ``lambda_tools`` are the user's tool functions;
+    ``event_bus`` is the EventBridge bus lifecycle events go to (moto's, as the stack's own bus in the cloud)."""
     iam = clients("iam")
     role = iam.create_role(
         RoleName="skyloop-local",
@@ -45,6 +51,8 @@ def bootstrap(
     clients("dynamodb").create_table(**create_table_kwargs(table_name))
     blob_bucket = f"{table_name}-blobs"
     clients("s3").create_bucket(Bucket=blob_bucket)
+    if event_bus:
+        clients("events").create_event_bus(Name=event_bus)
     lam = clients("lambda")
     arns: dict[str, str] = {}
     for fn in manifest.FUNCTIONS:

@@ -21,6 +21,9 @@ Key design (one table, ``pk``/``sk`` strings, two sparse GSIs)::
     quota window        QUOTA#<owner>       WINDOW#<minute>                     (TTL expires_at)
     live connection     LIVE#<connection>   CONNECTION                          (TTL expires_at: its 2-hour life)
     live subscription   SESSION#<id>        LIVE#<connection>                   (TTL expires_at, as its connection)
+    webhook endpoint    WEBHOOK#<id>        ENDPOINT                            by_owner:      webhook#<owner> / <ts>#<id>
+                                                                                (webhook-all#* when it takes every session's events)
+    webhook delivery    WEBHOOK#<id>        DELIVERY#<event id>                 (TTL expires_at; event ids sort by time)
 
 Indexes are named after what they index: ``by_owner`` lists a principal's
 agents, sessions or tokens newest last; ``by_agent_name`` lists the versions of
@@ -42,6 +45,13 @@ Both expire with the connection (API Gateway ends every connection within
 two hours), so a lost ``$disconnect`` leaves nothing behind for long. The
 table's stream carries every new ``EVENT#`` row to the fan-out function
 (an event-source filter on that prefix drops everything else).
+
+A webhook endpoint's deliveries share its partition, so deleting an
+endpoint and listing its deliveries (newest first: an event id starts with
+its time) are single-partition operations, and a delivery's key is the
+event's id, so deriving one event twice enqueues it once. Routing an event
+reads the ``by_owner`` index for the session owner's endpoints and for
+those an admin opened to every session (``webhook-all#*``).
 """
 
 from __future__ import annotations
@@ -192,3 +202,21 @@ def agent_blob_prefix(agent_id: str) -> str:
 
 def running_index_value(session_id: str) -> str:
     return f"running#{session_id[:1]}"
+
+
+WEBHOOK_PREFIX = "WEBHOOK#"
+DELIVERY_PREFIX = "DELIVERY#"
+WEBHOOK_ALL_OWNERS = "webhook-all#*"  # the by_owner value of endpoints that take every session's events
+
+
+def webhook_key(endpoint_id: str) -> dict[str, str]:
+    return {PK: f"{WEBHOOK_PREFIX}{endpoint_id}", SK: "ENDPOINT"}
+
+
+def delivery_key(endpoint_id: str, event_id: str) -> dict[str, str]:
+    """One event's delivery to one endpoint, beside the endpoint (keyed by the event: enqueued once)."""
+    return {PK: f"{WEBHOOK_PREFIX}{endpoint_id}", SK: f"{DELIVERY_PREFIX}{event_id}"}
+
+
+def webhook_pk(endpoint_id: str) -> str:
+    return f"{WEBHOOK_PREFIX}{endpoint_id}"

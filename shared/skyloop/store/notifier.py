@@ -21,7 +21,10 @@ if TYPE_CHECKING:
 _lock = threading.Lock()
 _waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = defaultdict(set)
 _wakeups = False
-_publisher: Callable[[str], None] | None = None
+_publisher: Callable[[str, str], None] | None = None
+_listeners: list[Callable[[str, str], None]] = []
+APPEND = "append"
+CREATED = "created"  # a session row was created (no append: the lifecycle publisher's cue)
 
 
 def enable_wakeups(enabled: bool = True) -> None:
@@ -34,21 +37,35 @@ def wakeups_enabled() -> bool:
     return _wakeups
 
 
-def set_publisher(publisher: Callable[[str], None] | None) -> None:
+def set_publisher(publisher: Callable[[str, str], None] | None) -> None:
     """Send this process's notifications elsewhere (a local Lambda worker sends them to the stack)."""
     global _publisher
     _publisher = publisher
 
 
-def notify(session_id: str) -> None:
-    """Called after an append to ``session_id`` committed."""
+def add_listener(listener: Callable[[str, str], None]) -> None:
+    """Call ``listener(session_id, kind)`` on every notification reaching this process (it must not block)."""
+    _listeners.append(listener)
+
+
+def remove_listener(listener: Callable[[str, str], None]) -> None:
+    with contextlib.suppress(ValueError):
+        _listeners.remove(listener)
+
+
+def notify(session_id: str, kind: str = APPEND) -> None:
+    """Called after an append to ``session_id`` committed (``kind`` APPEND), or the session was created."""
     if _publisher is not None:
-        _publisher(session_id)
+        _publisher(session_id, kind)
         return
-    deliver(session_id)
+    deliver(session_id, kind)
 
 
-def deliver(session_id: str) -> None:
+def deliver(session_id: str, kind: str = APPEND) -> None:
+    for listener in list(_listeners):
+        listener(session_id, kind)
+    if kind != APPEND:
+        return
     with _lock:
         waiters = list(_waiters.get(session_id, ()))
     for loop, event in waiters:

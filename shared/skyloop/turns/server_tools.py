@@ -101,8 +101,6 @@ def failure_text(name: str, error: dict[str, Any], timeout_s: int | None) -> str
     cause = error.get("Cause") or ""
     if kind == "States.Timeout":
         return f"Error: tool '{name}' did not answer within {timeout_s or '?'}s"
-    if kind == "States.DataLimitExceeded":
-        return f"Error: tool '{name}' answered more than Step Functions can carry (256 KB); return less"
     try:
         detail = json.loads(cause)
     except (TypeError, ValueError):

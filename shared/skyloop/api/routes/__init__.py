@@ -1,6 +1,6 @@
 """The REST routes, one module per resource, each a Powertools ``Router`` included by the app."""
 
-from skyloop.api.routes import agents, events, files, health, openai, runners, sessions
+from skyloop.api.routes import agents, events, files, health, openai, runners, sessions, webhooks
 
 ROUTERS = (
     health.router,
@@ -10,6 +10,7 @@ ROUTERS = (
     agents.router,
     runners.router,
     openai.router,
+    webhooks.router,
 )
 
 __all__ = ["ROUTERS"]

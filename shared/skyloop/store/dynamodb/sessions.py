@@ -9,7 +9,7 @@ from botocore.exceptions import ClientError
 
 from skyloop.errors import ConflictError, InvalidInputError, NotFoundError
 from skyloop.models.session import Session, TaskError
-from skyloop.store import codec, keys
+from skyloop.store import codec, keys, notifier
 from skyloop.store.dynamodb.base import TableBase, cancellation_codes, error_code
 
 if TYPE_CHECKING:
@@ -58,6 +58,7 @@ class SessionRecords(TableBase):
         if session.parent_session_id is None:
             if not self._put_new(item):
                 raise ConflictError(f"a session with id {session.id!r} already exists")
+            notifier.notify(session.id, notifier.CREATED)
             return
         link = {
             **keys.child_key(session.parent_session_id, session.id),
@@ -84,6 +85,9 @@ class SessionRecords(TableBase):
             ):
                 raise ConflictError(f"a session with id {session.id!r} already exists") from exc
             raise
+        notifier.notify(
+            session.id, notifier.CREATED
+        )  # the local lifecycle publisher's cue (the cloud: the stream)
 
     def _put_items(self, session_id: str, items: Sequence[ConversationItem]) -> None:
         """Seeded history at positions 1..n (a later append's seq, and so its anchor, is above them)."""

@@ -1,0 +1,217 @@
+"""Lifecycle events in ``skyloop dev``: the same derivation and delivery as the cloud, fed by the log.
+
+The local table has no stream (moto's DynamoDB runs in a process of its own,
+and a stream there would be read by nobody), but every append in the stack
+(in its process or forwarded from a Lambda worker) is notified here
+(:mod:`skyloop.store.notifier`), and so is every new session. The publisher
+keeps a cursor per session; each wake-up marks the session dirty, and one
+thread reads each dirty session's log after its cursor (the same gapless
+Query the stream uses), derives lifecycle events with
+:func:`skyloop.lifecycle_events.derive` and publishes them with
+:func:`skyloop.webhooks.publisher.publish` (moto's EventBridge, and the
+deliveries). Nothing runs in a turn's path: an append only sets a flag.
+
+Deliveries run in a thread pool. As the cloud's FIFO message groups do, one
+(endpoint, session) group is attempted in order, one delivery at a time: a
+delivery waiting for its retry holds the group's later events back, and
+other groups go on. The retry schedule is the local stack's short one
+(``SKYLOOP_WEBHOOK_RETRY_SCHEDULE``, third attempt within 30 s by default).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from skyloop.store import notifier
+
+if TYPE_CHECKING:
+    from skyloop.settings import Settings
+    from skyloop.store import Store, StoredEvent
+    from skyloop.webhooks.models import Delivery
+    from skyloop.webhooks.records import WebhookRecords
+
+log = logging.getLogger("skyloop.webhooks")
+PAGE = 500
+WORKERS = 16
+
+
+class LocalDispatcher:
+    """Attempts deliveries in a thread pool, one at a time per (endpoint, session), retrying on schedule."""
+
+    def __init__(self, records: WebhookRecords, settings: Settings, *, workers: int = WORKERS) -> None:
+        self.records = records
+        self.settings = settings
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="skyloop-webhook")
+        self._lock = threading.Lock()
+        self._groups: dict[str, deque[tuple[str, str]]] = {}  # group -> (endpoint id, event id), head busy
+        self._closed = False
+
+    def enqueue(self, delivery: Delivery, *, redelivery: int = 0) -> None:  # noqa: ARG002 (the protocol's)
+        job = (delivery.endpoint_id, delivery.id)
+        with self._lock:
+            waiting = self._groups.get(delivery.group)
+            if waiting is not None:  # the group is busy: run after what is ahead of it
+                waiting.append(job)
+                return
+            self._groups[delivery.group] = deque()
+        self._submit(delivery.group, job, 0.0)
+
+    def _submit(self, group: str, job: tuple[str, str], delay_s: float) -> None:
+        if self._closed:
+            return
+        if delay_s <= 0:
+            self._pool.submit(self._run, group, job)
+            return
+        timer = threading.Timer(delay_s, lambda: self._submit(group, job, 0.0))
+        timer.daemon = True
+        timer.start()
+
+    def _run(self, group: str, job: tuple[str, str]) -> None:
+        from skyloop.webhooks import delivery as attempts
+
+        endpoint_id, event_id = job
+        delay: float | None = None
+        try:
+            found = self.records.get_delivery(endpoint_id, event_id)
+            if found is not None:
+                endpoint = self.records.get_endpoint(endpoint_id)
+                outcome = attempts.attempt(self.records, endpoint, found, self.settings)
+                if outcome.status == "retrying":
+                    delay = outcome.delay_s
+        except Exception:  # the store failed: try again on the schedule's first delay
+            log.exception("webhook delivery %s to %s failed to run", event_id, endpoint_id)
+            delay = self.settings.retry_schedule[0] if self.settings.retry_schedule else 1.0
+        if delay is not None:
+            self._submit(group, job, delay)  # the group waits for its head
+            return
+        with self._lock:
+            waiting = self._groups.get(group)
+            if not waiting:
+                self._groups.pop(group, None)
+                return
+            nxt = waiting.popleft()
+        self._submit(group, nxt, 0.0)
+
+    def close(self) -> None:
+        self._closed = True
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class LocalPublisher:
+    """Follows every session's log in this process and publishes its lifecycle events."""
+
+    def __init__(
+        self, store: Store, records: WebhookRecords, queue: Any, settings: Settings, *, bus: Any = None
+    ) -> None:
+        self.store = store
+        self.records = records
+        self.queue = queue
+        self.settings = settings
+        self.bus = bus
+        self._cond = threading.Condition()
+        self._dirty: dict[str, bool] = {}  # session id -> also created
+        self._redeliveries: list[tuple[str, str]] = []  # (endpoint id, event id) the API asked for
+        self._cursors: dict[str, int] = {}
+        self._last: dict[str, StoredEvent] = {}  # each session's last event read (a run's predecessor)
+        self._thread = threading.Thread(target=self._loop, name="skyloop-lifecycle", daemon=True)
+        self._stopped = False
+
+    def start(self) -> LocalPublisher:
+        notifier.add_listener(self.wake)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        notifier.remove_listener(self.wake)
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+
+    def wake(self, session_id: str, kind: str) -> None:
+        """A notifier listener: mark the session (never blocks an append)."""
+        from skyloop.webhooks.service import REDELIVER
+
+        with self._cond:
+            if kind == REDELIVER:
+                endpoint_id, _, event_id = session_id.partition(":")
+                self._redeliveries.append((endpoint_id, event_id))
+            else:
+                self._dirty[session_id] = self._dirty.get(session_id, False) or kind == notifier.CREATED
+            self._cond.notify()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._dirty and not self._redeliveries and not self._stopped:
+                    self._cond.wait()
+                if self._stopped:
+                    return
+                batch, self._dirty = self._dirty, {}
+                redeliveries, self._redeliveries = self._redeliveries, []
+            for endpoint_id, event_id in redeliveries:
+                try:
+                    found = self.records.get_delivery(endpoint_id, event_id)
+                    if found is not None:
+                        self.queue.enqueue(found)
+                except Exception:
+                    log.exception("redelivering %s to %s failed", event_id, endpoint_id)
+            for session_id, created in batch.items():
+                try:
+                    self.process(session_id, created=created)
+                except Exception:  # try again at the next wake-up; the cursor did not move
+                    log.exception("publishing lifecycle events of session %s failed", session_id)
+
+    def process(self, session_id: str, *, created: bool = False) -> None:
+        """Publish the session's creation (if told) and every lifecycle event after its cursor."""
+        from skyloop.errors import NotFoundError
+        from skyloop.lifecycle_events import SessionFacts, derive, session_created
+        from skyloop.webhooks.publisher import complete_window, publish
+
+        try:
+            session = self.store.get_session(session_id)
+        except NotFoundError:  # deleted: forget it
+            self._cursors.pop(session_id, None)
+            self._last.pop(session_id, None)
+            return
+        if created:
+            event = session_created(session, created_at=session.created_at, at=time.time())
+            publish([event], session.id, session.owner, self.records, self.queue, self.settings, bus=self.bus)
+        cursor = self._cursors.get(session_id, 0)
+        events: list[StoredEvent] = []
+        more = True
+        while more:
+            page, covered, more = self.store.read_event_page(session_id, cursor, limit=PAGE)
+            events += page
+            cursor = covered
+        if not events:
+            self._cursors[session_id] = cursor
+            return
+        before = self._last.get(session_id)
+        if before is None or before.seq != events[0].seq - 1:
+            before, events = complete_window(self.store, session_id, events)
+        facts = SessionFacts.of(session)
+        derived = derive(facts, events, at=time.time(), before=before)
+        publish(derived, session.id, session.owner, self.records, self.queue, self.settings, bus=self.bus)
+        self._cursors[session_id] = max(cursor, events[-1].seq)
+        self._last[session_id] = events[-1]
+
+
+def start(store: Store, settings: Settings) -> tuple[LocalPublisher, LocalDispatcher]:
+    """The local stack's publisher and dispatcher, started (``skyloop dev`` calls this once)."""
+    from skyloop import deps
+    from skyloop.webhooks.publisher import webhook_records
+
+    records = webhook_records()
+    dispatcher = LocalDispatcher(records, settings)
+    bus = None
+    if settings.event_bus:
+        with contextlib.suppress(Exception):
+            bus = deps.client("events")
+    publisher = LocalPublisher(store, records, dispatcher, settings, bus=bus).start()
+    return publisher, dispatcher

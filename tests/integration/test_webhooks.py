@@ -1,0 +1,385 @@
+"""The cloud's lifecycle functions on moto: ``lifecycle_events`` (table-stream batches built from the rows
+the event log really wrote) and ``webhook_delivery`` (messages of moto's FIFO queue), with moto's
+EventBridge bus, and a real receiver on loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from skyloop import deps, principals
+from skyloop import events as ev
+from skyloop.local.handlers import LocalContext, handler_for
+from skyloop.principals import Principal
+from skyloop.settings import get_settings
+from skyloop.store import Append, keys
+from skyloop.webhooks.models import Endpoint
+from skyloop.webhooks.publisher import webhook_records
+from tests.webhook_receiver import WebhookReceiver
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from tests.integration.conftest import Stack
+
+ACCOUNT = "123456789012"
+BUS = "skyloop-it-lifecycle"
+_stream_seq = iter(range(10**20, 10**21))
+
+
+@pytest.fixture
+def alice() -> str:
+    """A principal of the test's own (the module's table keeps earlier tests' endpoints)."""
+    return f"alice-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def lifecycle(aws: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """The bus, the FIFO delivery queue and its dead-letter queue, a rule capturing the bus in a queue."""
+    sqs, events = deps.client("sqs"), deps.client("events")
+    suffix = uuid.uuid4().hex[:8]
+    with _ignore_exists():
+        events.create_event_bus(Name=BUS)
+    queue = sqs.create_queue(QueueName=f"deliveries-{suffix}.fifo", Attributes={"FifoQueue": "true"})[
+        "QueueUrl"
+    ]
+    dead = sqs.create_queue(QueueName=f"dead-{suffix}.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    captured = sqs.create_queue(QueueName=f"bus-{suffix}")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=captured, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    events.put_rule(Name=f"all-{suffix}", EventBusName=BUS, EventPattern=json.dumps({"source": ["skyloop"]}))
+    events.put_targets(Rule=f"all-{suffix}", EventBusName=BUS, Targets=[{"Id": "q", "Arn": arn}])
+    monkeypatch.setenv("SKYLOOP_EVENT_BUS", BUS)
+    monkeypatch.setenv("SKYLOOP_WEBHOOK_QUEUE_URL", queue)
+    monkeypatch.setenv("SKYLOOP_WEBHOOK_DLQ_URL", dead)
+    monkeypatch.setenv("SKYLOOP_OUTBOUND_ALLOW_LOOPBACK", "true")
+    monkeypatch.setenv("SKYLOOP_WEBHOOK_RETRY_SCHEDULE", "1,1")
+    get_settings.cache_clear()
+    yield {"queue": queue, "dead": dead, "bus": captured}
+    events.remove_targets(Rule=f"all-{suffix}", EventBusName=BUS, Ids=["q"])
+    events.delete_rule(Name=f"all-{suffix}", EventBusName=BUS)
+    get_settings.cache_clear()
+
+
+class _ignore_exists:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        return exc is not None and "Exists" in type(exc).__name__ + str(exc)
+
+
+def context(name: str) -> LocalContext:
+    return LocalContext(
+        name,
+        "$LATEST",
+        f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:{name}",
+        256,
+        uuid.uuid4().hex,
+        f"/aws/lambda/{name}",
+        "local",
+        time.time() + 60,
+    )
+
+
+def as_principal(name: str) -> Principal:
+    return Principal(name=name, scopes=frozenset({"read", "write"}))
+
+
+def endpoint(owner: str, url: str, **extra: Any) -> Endpoint:
+    from skyloop.webhooks.delivery import new_secret
+
+    now = int(time.time())
+    made = Endpoint(
+        id=uuid.uuid4().hex,
+        owner=owner,
+        url=url,
+        secret=new_secret(),
+        created_at=now,
+        updated_at=now,
+        **extra,
+    )
+    webhook_records().put_endpoint(made)
+    return made
+
+
+def record(name: str, image: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "eventID": uuid.uuid4().hex,
+        "eventName": name,
+        "eventSource": "aws:dynamodb",
+        "dynamodb": {
+            "ApproximateCreationDateTime": time.time(),
+            "Keys": {"pk": image["pk"], "sk": image["sk"]},
+            "NewImage": image,
+            "SequenceNumber": str(next(_stream_seq)),
+            "StreamViewType": "NEW_IMAGE",
+        },
+        "eventSourceARN": f"arn:aws:dynamodb:us-east-1:{ACCOUNT}:table/t/stream/2026-01-01T00:00:00.000",
+    }
+
+
+def stream_records(
+    stack: Stack, session_id: str, *, after: int = 0, created: bool = False
+) -> list[dict[str, Any]]:
+    """What the stream brings: the session row's insert (``created``) and a MODIFY of it, then new events."""
+    rows = stack.rows(session_id)
+    out = [record("INSERT", rows[keys.META])] if created else []
+    out.append(record("MODIFY", rows[keys.META]))
+    for sk in sorted(rows):
+        if sk.startswith(keys.EVENT_PREFIX) and int(sk.removeprefix(keys.EVENT_PREFIX)) > after:
+            out.append(record("INSERT", rows[sk]))
+    return out
+
+
+def call_event(call_id: str) -> dict[str, Any]:
+    item = ev.function_call_item(
+        item_id=f"i_{call_id}",
+        call_id=call_id,
+        name="Read",
+        arguments='{"f": 1}',
+        status="action_required",
+        agent="a",
+        response_id="resp_it",
+    )
+    return ev.item_done(item)
+
+
+def client_tool_turn(stack: Stack, session_id: str) -> None:
+    """A turn's log as the steps write it: start, two calls parked in one append, the end."""
+    start = Append(session_id)
+    start.event(ev.SESSION_STATUS, ev.session_status(session_id, "running", response_id="resp_it"))
+    start.event(ev.RESPONSE_TEXT_DELTA, ev.text_delta("x", response_id="resp_it"))
+    stack.store.append(start)
+    park = Append(session_id)
+    park.event(ev.RESPONSE_ITEM_DONE, call_event("c1"))
+    park.event(ev.RESPONSE_ITEM_DONE, call_event("c2"))
+    stack.store.append(park)
+    end = Append(session_id)
+    end.event(
+        ev.RESPONSE_COMPLETED, ev.response_event(ev.response_object("resp_it", status="completed", model="a"))
+    )
+    end.event(ev.SESSION_STATUS, ev.session_status(session_id, "idle", response_id="resp_it"))
+    stack.store.append(end)
+
+
+def publish(records: list[dict[str, Any]]) -> dict[str, Any]:
+    return dict(handler_for("lifecycle_events")({"Records": records}, context("lifecycle_events")))
+
+
+def drain(queue_url: str) -> list[dict[str, Any]]:
+    sqs = deps.client("sqs")
+    out: list[dict[str, Any]] = []
+    while True:
+        got = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, AttributeNames=["All"])
+        messages = got.get("Messages", [])
+        if not messages:
+            return out
+        for m in messages:
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
+        out += messages
+
+
+# -------------------------------------------------------------------------------- publishing
+def test_a_stream_batch_becomes_lifecycle_events_on_the_bus_and_one_delivery_per_endpoint(
+    aws: Stack, lifecycle: dict[str, str], alice: str
+) -> None:
+    # GIVEN alice's endpoint, one for in_progress only, and bob's; alice's session runs a client-tool turn
+    mine = endpoint(alice, "http://127.0.0.1:9/a")
+    only = endpoint(alice, "http://127.0.0.1:9/b", events=["agent.session.in_progress"])
+    bob = endpoint(f"bob-{alice}", "http://127.0.0.1:9/c")
+    with principals.acting_as(as_principal(alice)):
+        session = aws.new_session(aws.mock_llm.script({"text": "unused"}))
+    client_tool_turn(aws, session.id)
+    records = stream_records(aws, session.id, created=True)
+    # WHEN the stream delivers it in two batches that cut the run of calls in the middle
+    cut = next(i for i, r in enumerate(records) if "c1" in json.dumps(r)) + 1
+    assert publish(records[:cut]) == {"batchItemFailures": []}
+    assert publish(records[cut:]) == {"batchItemFailures": []}
+    # THEN alice's endpoint has one delivery per lifecycle event, the two calls in one action_required
+    found, _ = webhook_records().list_deliveries(mine.id, limit=50)
+    by_type = {d.event_type: json.loads(d.body) for d in found}
+    assert sorted(by_type) == [
+        "agent.session.action_required",
+        "agent.session.created",
+        "agent.session.idle",
+        "agent.session.in_progress",
+    ]
+    calls = by_type["agent.session.action_required"]["data"]["required_action"]["calls"]
+    assert [c["call_id"] for c in calls] == ["c1", "c2"]
+    assert [d.event_type for d in webhook_records().list_deliveries(only.id)[0]] == [
+        "agent.session.in_progress"
+    ]
+    assert webhook_records().list_deliveries(bob.id)[0] == []
+    # AND each delivery is one message of the FIFO queue, grouped by endpoint and session
+    messages = drain(lifecycle["queue"])
+    assert len(messages) == 5
+    assert {m["Attributes"]["MessageGroupId"] for m in messages} == {
+        f"{mine.id}:{session.id}",
+        f"{only.id}:{session.id}",
+    }
+    # AND the bus got every event once, as EventBridge detail
+    on_bus = [json.loads(m["Body"]) for m in drain(lifecycle["bus"])]
+    assert sorted(e["detail-type"] for e in on_bus) == sorted(by_type)
+    assert all(e["source"] == "skyloop" and e["detail"]["data"]["id"] == session.id for e in on_bus)
+
+
+def test_a_batch_retried_after_a_failure_delivers_each_event_once(
+    aws: Stack, lifecycle: dict[str, str], monkeypatch: pytest.MonkeyPatch, alice: str
+) -> None:
+    # GIVEN an endpoint and a turn's records, and EventBridge failing the first time it is called
+    hook = endpoint(alice, "http://127.0.0.1:9/a")
+    with principals.acting_as(as_principal(alice)):
+        session = aws.new_session(aws.mock_llm.script({"text": "unused"}))
+    client_tool_turn(aws, session.id)
+    records = stream_records(aws, session.id)
+    events = deps.client("events")
+    real = events.put_events
+    calls = {"n": 0}
+
+    def flaky(**kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("EventBridge is down")
+        return real(**kwargs)
+
+    monkeypatch.setattr(events, "put_events", flaky)
+    sqs = deps.client("sqs")
+    real_send, sends = sqs.send_message, []
+
+    def counted(**kwargs: Any) -> Any:
+        sends.append(kwargs["MessageDeduplicationId"])
+        return real_send(**kwargs)
+
+    monkeypatch.setattr(sqs, "send_message", counted)
+    # WHEN the function fails on the batch, then Lambda retries it from the record it names
+    failed = publish(records)["batchItemFailures"]
+    assert failed == [{"itemIdentifier": records[1]["dynamodb"]["SequenceNumber"]}]  # its first event
+    assert publish(records) == {"batchItemFailures": []}
+    assert publish(records) == {"batchItemFailures": []}  # and once more (at least once)
+    # THEN every lifecycle event is one delivery and one message: nothing lost, nothing twice
+    found, _ = webhook_records().list_deliveries(hook.id, limit=50)
+    assert sorted(d.event_type for d in found) == [
+        "agent.session.action_required",
+        "agent.session.idle",
+        "agent.session.in_progress",
+    ]
+    assert len(drain(lifecycle["queue"])) == 3
+    # and the publisher itself sent each once (not only the FIFO queue's five-minute deduplication)
+    assert len(sends) == 3
+
+
+# -------------------------------------------------------------------------------- delivering
+def deliver(queue_url: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Receive what is visible and hand it to the delivery function as Lambda would, one at a time."""
+    messages = (
+        deps.client("sqs")
+        .receive_message(QueueUrl=queue_url, MaxNumberOfMessages=1, AttributeNames=["All"])
+        .get("Messages", [])
+    )
+    event = {
+        "Records": [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": m.get("Attributes", {}),
+                "eventSourceARN": f"arn:aws:sqs:us-east-1:{ACCOUNT}:q.fifo",
+            }
+            for m in messages
+        ]
+    }
+    result = dict(handler_for("webhook_delivery")(event, context("webhook_delivery")))
+    for m in messages:  # Lambda deletes what was not reported failed
+        if {"itemIdentifier": m["MessageId"]} not in result["batchItemFailures"]:
+            deps.client("sqs").delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
+    return result, messages
+
+
+def test_a_failed_attempt_comes_back_after_its_delay_under_the_same_id(
+    aws: Stack, lifecycle: dict[str, str], alice: str
+) -> None:
+    with WebhookReceiver() as receiver:
+        # GIVEN an endpoint answering 500 once, and one event enqueued for it
+        hook = endpoint(alice, receiver.url, events=["agent.session.in_progress"])
+        with principals.acting_as(as_principal(alice)):
+            session = aws.new_session(aws.mock_llm.script({"text": "unused"}))
+        client_tool_turn(aws, session.id)
+        publish(stream_records(aws, session.id))
+        receiver.fail_next(500)
+        # WHEN the delivery function gets the message
+        result, (message,) = deliver(lifecycle["queue"])
+        # THEN it failed, is hidden for the schedule's delay and reported failed (not deleted)
+        assert result == {"batchItemFailures": [{"itemIdentifier": message["MessageId"]}]}
+        assert deliver(lifecycle["queue"])[1] == []  # hidden now
+        time.sleep(1.3)
+        result, (again,) = deliver(lifecycle["queue"])
+        assert result == {"batchItemFailures": []}
+        # AND the receiver saw it twice under one webhook-id; the delivery shows both attempts
+        assert [r.webhook_id for r in receiver.received] == [receiver.received[0].webhook_id] * 2
+        (delivery,) = webhook_records().list_deliveries(hook.id)[0]
+        assert delivery.status == "succeeded"
+        assert [(a.attempt, a.response_code) for a in delivery.attempts] == [(1, 500), (2, 200)]
+        assert again["Body"] == message["Body"]
+
+
+def test_exhausted_deliveries_are_dead_lettered_and_a_failing_endpoint_is_disabled(
+    aws: Stack, lifecycle: dict[str, str], monkeypatch: pytest.MonkeyPatch, alice: str
+) -> None:
+    monkeypatch.setenv("SKYLOOP_WEBHOOK_DISABLE_AFTER_S", "0")
+    get_settings.cache_clear()
+    with WebhookReceiver() as receiver:
+        hook = endpoint(alice, receiver.url, events=["agent.session.in_progress"])
+        with principals.acting_as(as_principal(alice)):
+            session = aws.new_session(aws.mock_llm.script({"text": "unused"}))
+        client_tool_turn(aws, session.id)
+        publish(stream_records(aws, session.id))
+        receiver.fail_next(500, 500, 500)
+        # WHEN all three attempts of the schedule (1 s, 1 s) fail
+        for _ in range(3):
+            deadline = time.monotonic() + 5
+            while not deliver(lifecycle["queue"])[1]:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        # THEN the delivery is dead, in the dead-letter queue, and the endpoint disabled with the reason
+        (delivery,) = webhook_records().list_deliveries(hook.id)[0]
+        assert delivery.status == "dead"
+        assert len(delivery.attempts) == 3
+        (dead,) = drain(lifecycle["dead"])
+        assert json.loads(dead["Body"])["event_id"] == delivery.id
+        disabled = webhook_records().get_endpoint(hook.id)
+        assert disabled is not None
+        assert disabled.status == "disabled"
+        assert "HTTP 500" in (disabled.disabled_reason or "")
+        assert drain(lifecycle["queue"]) == []
+        # WHEN the owner re-enables it and redelivers the dead delivery (a second time is refused)
+        from skyloop.errors import ConflictError
+        from skyloop.webhooks import service
+        from skyloop.webhooks.models import UpdateWebhookRequest
+        from skyloop.webhooks.queue import SqsQueue
+
+        queue = SqsQueue(deps.client("sqs"), lifecycle["queue"])
+        with principals.acting_as(as_principal(alice)):
+            with pytest.raises(ConflictError, match="disabled"):
+                service.redeliver(webhook_records(), queue, hook.id, delivery.id)
+            service.update(
+                webhook_records(), get_settings(), hook.id, UpdateWebhookRequest(enabled=True), {"enabled"}
+            )
+            service.redeliver(webhook_records(), queue, hook.id, delivery.id)
+            with pytest.raises(ConflictError, match="pending"):
+                service.redeliver(webhook_records(), queue, hook.id, delivery.id)
+        assert deliver(lifecycle["queue"])[0] == {"batchItemFailures": []}
+        # THEN it arrives under the same webhook-id, and its attempts start again at 1
+        assert receiver.received[-1].webhook_id == delivery.id
+        (again,) = webhook_records().list_deliveries(hook.id)[0]
+        assert again.status == "succeeded"
+        assert [(a.attempt, a.response_code) for a in again.attempts] == [
+            (1, 500),
+            (2, 500),
+            (3, 500),
+            (1, 200),
+        ]
