@@ -7,6 +7,7 @@ import type { ConsoleConfig, Me, Page, ServerInfo, SessionRow } from "./types";
 import { AgentView, AgentsView } from "./views/agents";
 import { SessionView } from "./views/session";
 import { InboxView, SessionsView } from "./views/sessions";
+import { WebhooksView } from "./views/webhooks";
 
 export interface Ctx {
   me: Me;
@@ -101,6 +102,7 @@ export function App() {
       session: "Session",
       agents: "Agents",
       agent: "Agent",
+      webhooks: "Webhooks",
     };
     document.title = `${titles[route.name] ?? "skyloop"} · skyloop console`;
   }, [route.name]);
@@ -163,6 +165,9 @@ export function App() {
           <NavLink href="/agents" current={route.name === "agents" || route.name === "agent"}>
             Agents
           </NavLink>
+          <NavLink href="/webhooks" current={route.name === "webhooks"}>
+            Webhooks
+          </NavLink>
         </nav>
         <div class="who">
           <span>{phase.me.principal}</span>
@@ -181,6 +186,7 @@ export function App() {
         {route.name === "session" && <SessionView key={route.id} id={route.id} />}
         {route.name === "agents" && <AgentsView />}
         {route.name === "agent" && <AgentView key={route.id} id={route.id} />}
+        {route.name === "webhooks" && <WebhooksView />}
         {(route.name === "not_found" || route.name === "callback") && (
           <section>
             <h1>Not found</h1>

@@ -383,6 +383,15 @@ def test_every_screen_has_no_serious_accessibility_violation(page: Page, stack: 
     page.get_by_label("Agent spec").wait_for()
     found["agent"] = axe(page)
     screenshot(page, "agent")
+    page.get_by_role("link", name="Webhooks", exact=True).click()
+    hook = "http://127.0.0.1:9/a11y-hook"  # loopback, nothing listens: never leaves the machine
+    page.get_by_label("Endpoint URL").fill(hook)
+    page.get_by_role("button", name="Add webhook").click()
+    page.get_by_role("button", name=f"Deliveries to {hook}").click()
+    found["webhooks"] = axe(page)
+    screenshot(page, "webhooks")
+    page.get_by_role("button", name=f"Delete webhook {hook}").click()
+    page.get_by_role("row").filter(has_text=hook).wait_for(state="detached")
     stack.release_gate()
     assert {screen: v for screen, v in found.items() if v} == {}
 
@@ -411,3 +420,45 @@ def test_earlier_turns_load_above_the_newest(page: Page, stack: Stack) -> None:
     page.get_by_role("region", name="Conversation").evaluate("el => { el.scrollTop = 0; }")
     page.locator("[data-kind=user]").filter(has_text="line 0").first.wait_for()
     assert page.locator("[data-kind=user]").filter(has_text="line 0").count() == 1
+
+
+def test_webhooks_add_test_list_deliveries_and_delete(page: Page, stack: Stack) -> None:
+    # a receiver that answers 204 to whatever the stack delivers (a real HTTP server on loopback)
+    import http.server
+    import threading
+
+    received: list[bytes] = []
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            received.append(self.rfile.read(int(self.headers.get("content-length") or 0)))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/hook-{uid()}"
+    try:
+        sign_in(page, stack)
+        page.get_by_role("link", name="Webhooks", exact=True).click()
+        page.get_by_label("Endpoint URL").fill(url)
+        page.get_by_label("Description").fill("console test")
+        page.get_by_role("button", name="Add webhook").click()
+        assert page.get_by_test_id("webhook-secret").inner_text().startswith("whsec_")
+        row = page.get_by_role("row").filter(has_text=url)
+        row.wait_for()
+        page.get_by_role("button", name=f"Send a test event to {url}").click()
+        page.get_by_role("status").filter(has_text=f"Test event sent to {url}").wait_for()
+        deadline = time.monotonic() + 20
+        while not received and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert received, "the test event never reached the receiver"
+        page.get_by_role("button", name=f"Deliveries to {url}").click()
+        row.get_by_role("cell").filter(has_text="succeeded").first.wait_for()
+        page.get_by_role("button", name=f"Delete webhook {url}").click()
+        page.get_by_role("row").filter(has_text=url).wait_for(state="detached")
+    finally:
+        server.shutdown()
