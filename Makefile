@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8080
 
-.PHONY: run test node-tools lint typecheck unit integration e2e infra format bench clean synth layer lock
+.PHONY: run test node-tools console console-check chromium browser lint typecheck unit integration e2e infra format bench clean synth layer lock
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -26,14 +26,34 @@ $(NODE_TOOLS): package.json package-lock.json
 	touch $@
 node-tools: $(NODE_TOOLS)
 
-## run: the local stack on http://127.0.0.1:$(PORT) with the example agent `coder`
-run: $(VENV)/.local-installed
+# The web console (console/): Preact + TypeScript built by Vite into console/dist, which `skyloop dev`
+# serves at / and the CDK stack deploys to S3. Pinned by console/package-lock.json.
+CONSOLE_DEPS := console/node_modules/.installed
+CONSOLE_DIST := console/dist/index.html
+CONSOLE_SRC := $(shell find console/src console/public -type f 2>/dev/null) console/index.html \
+	console/vite.config.ts console/tsconfig.json
+$(CONSOLE_DEPS): console/package.json console/package-lock.json
+	cd console && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+$(CONSOLE_DIST): $(CONSOLE_DEPS) $(CONSOLE_SRC)
+	cd console && npm run --silent build
+console: $(CONSOLE_DIST)
+## console-check: the console's ESLint, TypeScript and Vitest unit tests
+console-check: $(CONSOLE_DEPS)
+	cd console && npx eslint . && npx tsc --noEmit && npx vitest run
+
+# The browser tests drive Debian's Chromium (no browser download): installed when missing.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
+
+## run: the local stack on http://127.0.0.1:$(PORT) with the example agent `coder` and the web console at /
+run: $(VENV)/.local-installed $(CONSOLE_DIST)
 	$(VENV)/bin/skyloop dev --port $(PORT)
 
 COVERAGE := --cov=skyloop.turns --cov=skyloop.store --cov-report=term:skip-covered
 
 ## test: lint and types, then the whole suite (unit, integration on moto, e2e over real HTTP/SSE, infra)
-test: lint typecheck $(NODE_TOOLS)
+test: lint typecheck $(NODE_TOOLS) console-check $(CONSOLE_DIST) chromium
 	$(PY) -m pytest $(COVERAGE)
 
 ## lint: ruff rules and formatting
@@ -55,13 +75,16 @@ e2e: $(VENV)/.dev-installed
 	$(PY) -m pytest tests/e2e
 infra: $(VENV)/.dev-installed $(NODE_TOOLS)
 	$(PY) -m pytest tests/infra
+## browser: the web console in headless Chromium (Playwright, axe-core)
+browser: $(VENV)/.dev-installed $(CONSOLE_DIST) chromium
+	$(PY) -m pytest tests/browser
 
 format: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check --fix shared functions tests bench infra
 	$(VENV)/bin/ruff format shared functions tests bench infra
 
 ## synth: the CDK app -> cdk.out/ (offline, no Docker; cdk-nag AwsSolutions checks included)
-synth: $(VENV)/.dev-installed
+synth: $(VENV)/.dev-installed $(CONSOLE_DIST)
 	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(PY) infra/app.py
 	@echo "cdk.out/$$(ls cdk.out | grep -m1 '\.template\.json$$')"
 
@@ -79,4 +102,4 @@ bench: $(VENV)/.dev-installed
 	$(PY) bench/turn_latency.py
 
 clean:
-	rm -rf $(VENV) node_modules .pytest_cache .ruff_cache cdk.out layers/build layers/build.tmp
+	rm -rf $(VENV) node_modules console/node_modules console/dist .pytest_cache .ruff_cache cdk.out layers/build layers/build.tmp

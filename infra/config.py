@@ -104,7 +104,8 @@ class StackConfig:
     and inference profiles ``call_model`` may invoke (none by default). ``lambda_tool_arns``: the
     Lambda tools the turn machine may invoke (none by default). ``cognito`` creates a user pool
     and app client; ``jwt_issuer``/``jwt_audience`` trust an existing OIDC issuer instead
-    (``jwt_jwks_url`` optional); ``jwt_authorizer_on_api`` also makes the HTTP API require a JWT.
+    (``jwt_jwks_url`` optional); ``jwt_authorizer_on_api`` also makes the HTTP API require a JWT;
+    ``console_client_id`` (with ``jwt_issuer``) lets the web console sign in there (code + PKCE).
     ``quota_*``: per-principal quotas (unset: unlimited). ``outbound_allow``: hosts/CIDRs outbound
     URLs may reach even when private.
     """
@@ -124,6 +125,7 @@ class StackConfig:
     jwt_audience: str | None = None
     jwt_jwks_url: str | None = None
     jwt_authorizer_on_api: bool = False
+    console_client_id: str | None = None
     quota_running_turns: int | None = None
     quota_turns_per_minute: int | None = None
     quota_sessions: int | None = None
@@ -144,6 +146,11 @@ class StackConfig:
             raise ValueError(
                 f"{C.CTX_LWA_LAYER_ARN}: a Lambda layer version ARN "
                 f"(arn:<partition>:lambda:<region>:<account>:layer:<name>:<version>), got {self.lwa_layer_arn}"
+            )
+        if self.console_client_id and not self.jwt_issuer:
+            raise ValueError(
+                f"{C.CTX_CONSOLE_CLIENT_ID} needs {C.CTX_JWT_ISSUER}: the console signs in at that issuer "
+                "(the stack's Cognito app client has no hosted UI)"
             )
         if self.jwt_authorizer_on_api and not (self.cognito or self.jwt_issuer):
             raise ValueError(f"{C.CTX_JWT_AUTHORIZER_ON_API} needs {C.CTX_COGNITO} or {C.CTX_JWT_ISSUER}")
@@ -181,6 +188,7 @@ class StackConfig:
             cognito=_truthy(node.try_get_context(C.CTX_COGNITO) or False),
             jwt_issuer=node.try_get_context(C.CTX_JWT_ISSUER) or None,
             jwt_audience=node.try_get_context(C.CTX_JWT_AUDIENCE) or None,
+            console_client_id=node.try_get_context(C.CTX_CONSOLE_CLIENT_ID) or None,
             jwt_jwks_url=node.try_get_context(C.CTX_JWT_JWKS_URL) or None,
             jwt_authorizer_on_api=_truthy(node.try_get_context(C.CTX_JWT_AUTHORIZER_ON_API) or False),
             quota_running_turns=_positive(

@@ -34,6 +34,7 @@ CTX_COGNITO = "cognito"  # "true": a Cognito user pool and app client issue the 
 CTX_JWT_ISSUER = "jwtIssuer"  # or: trust an existing OIDC issuer ...
 CTX_JWT_AUDIENCE = "jwtAudience"  # ... for this audience (its client id)
 CTX_JWT_JWKS_URL = "jwtJwksUrl"  # optional: the issuer's JWKS URL when discovery is not wanted
+CTX_CONSOLE_CLIENT_ID = "consoleClientId"  # the web console's public OIDC client at jwtIssuer (code + PKCE)
 CTX_JWT_AUTHORIZER_ON_API = "jwtAuthorizerOnApi"  # "true": the HTTP API itself requires a JWT
 CTX_QUOTA_RUNNING_TURNS = "quotaRunningTurns"
 CTX_QUOTA_TURNS_PER_MINUTE = "quotaTurnsPerMinute"
@@ -188,6 +189,26 @@ OPENAI_STREAM_PATH_PATTERNS = ("/openai/v1/agents/sessions", "/openai/v1/agents/
 STREAM_AUTH_HEADER = "x-skyloop-authorization"
 STREAM_ORIGIN_READ_TIMEOUT_S = 60  # SSE heartbeats every 15 s keep the origin connection busy
 API_ORIGIN_READ_TIMEOUT_S = 30  # the HTTP API's own integration limit
+
+# ---------------------------------------------------------------- web console (S3 behind the same CloudFront)
+# Paths CloudFront sends to the HTTP API; the stream pattern goes first (to the function URL), and
+# every other path is the console's (the default behavior: the S3 bucket).
+API_PATH_PATTERNS = ("/v1/*", "/openai/*", "/api/*", "/health", "/openapi.json")
+CONSOLE_INDEX = "index.html"
+CONSOLE_ASSETS_PATH_PATTERN = "/assets/*"  # Vite's content-hashed files
+CONSOLE_ASSETS_CACHE_CONTROL = "public, max-age=31536000, immutable"
+CONSOLE_PAGES_CACHE_CONTROL = "no-cache"  # index.html and prices.json: revalidated on every load
+CONSOLE_DEPLOY_MEMORY_MB = 256  # BucketDeployment's aws s3 sync of a few hundred kB
+CONSOLE_OAC_NAME_PURPOSE = "console-oac"
+CONSOLE_FUNCTION_NAME_PURPOSE = "console-routes"  # the viewer-request function of client routes
+CONSOLE_HEADERS_NAME_PURPOSE = "console-headers"  # response headers policies: 128 characters at most
+CONSOLE_ASSET_HEADERS_NAME_PURPOSE = "console-assets"
+CONSOLE_HEADERS_NAME_MAX_LENGTH = 128
+# The console loads nothing from elsewhere; it calls its own origin, and an OIDC issuer (https).
+CONSOLE_CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; connect-src 'self' https:; img-src 'self' data:; style-src 'self'; "
+    "script-src 'self'; frame-ancestors 'none'; base-uri 'self'; form-action 'self' https:"
+)
 
 # ---------------------------------------------------------------- alarms
 ALARM_PERIOD_MINUTES = 5

@@ -11,6 +11,7 @@ from infra import permissions
 from infra.config import StackConfig
 from infra.constructs.auth import SignIn
 from infra.constructs.blobs import BlobBucket
+from infra.constructs.console import ConsoleSite
 from infra.constructs.edge import Edge
 from infra.constructs.functions import Functions
 from infra.constructs.http_api import HttpApi
@@ -26,7 +27,7 @@ from infra.constructs.turn_machine import TurnMachine
 from skyloop.manifest import FUNCTIONS
 
 if TYPE_CHECKING:
-    from constructs import Construct
+    from constructs import Construct, IConstruct
 
 # The functions that verify bearer tokens and JWTs: every REST route and the stream.
 JWT_FUNCTIONS = ("api", "stream")
@@ -63,6 +64,8 @@ class SkyloopStack(cdk.Stack):
         for name in JWT_FUNCTIONS:
             for key, value in self.sign_in.environment().items():
                 self.functions[name].add_environment(key, value)
+        if config.console_client_id:  # /v1/info tells the web console where to sign in
+            self.functions["api"].add_environment("SKYLOOP_CONSOLE_CLIENT_ID", config.console_client_id)
         jwt = (
             (self.sign_in.issuer, self.sign_in.audience)
             if config.jwt_authorizer_on_api and self.sign_in.issuer and self.sign_in.audience
@@ -97,7 +100,15 @@ class SkyloopStack(cdk.Stack):
             ),
             log_groups=[self.functions.log_groups["api"]],
         )
-        self.edge = Edge(self, "Edge", api_domain_name=self.api.domain_name, stream_url=self.stream.url)
+        self.console = ConsoleSite(self, "Console")
+        self.edge = Edge(
+            self,
+            "Edge",
+            api_domain_name=self.api.domain_name,
+            stream_url=self.stream.url,
+            console_bucket=self.console.bucket,
+        )
+        self.console.deploy(self.edge.distribution)
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -113,6 +124,12 @@ class SkyloopStack(cdk.Stack):
         )
 
         cdk.CfnOutput(self, "EndpointUrl", value=self.edge.endpoint_url, description="The one HTTPS endpoint")
+        cdk.CfnOutput(
+            self,
+            "ConsoleUrl",
+            value=f"{self.edge.endpoint_url}/",
+            description="The web console (sign in with a bearer token, or OIDC when configured)",
+        )
         cdk.CfnOutput(self, "LiveUrl", value=self.live.url, description="The live channel (WebSocket)")
         cdk.CfnOutput(self, "TableName", value=self.data.table.table_name)
         cdk.CfnOutput(self, "StateMachineArn", value=self.turns.machine.state_machine_arn)
@@ -253,6 +270,7 @@ class SkyloopStack(cdk.Stack):
             "authorizer would add a Lambda invocation per request and could not cover the stream. "
             "With -c jwtAuthorizerOnApi=true an HTTP API JWT authorizer (no Lambda) is added as well.",
         )
+        self._acknowledge_console_findings()
         live_api_id = self.get_logical_id(self.live.api.node.default_child)  # type: ignore[arg-type]
         _ack(
             self.functions,
@@ -334,8 +352,57 @@ class SkyloopStack(cdk.Stack):
             "certificate (see docs/deploy.md).",
         )
 
+    def _assets_bucket_name(self) -> str:
+        """The CDK bootstrap assets bucket as cdk-nag names it: tokens for an environment-agnostic stack."""
+        account = "<AWS::AccountId>" if cdk.Token.is_unresolved(self.account) else self.account
+        region = "<AWS::Region>" if cdk.Token.is_unresolved(self.region) else self.region
+        return f"cdk-{cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER}-assets-{account}-{region}"
 
-def _ack(scope: Construct, rule: str, reason: str) -> None:
+    def _acknowledge_console_findings(self) -> None:
+        """The console's bucket, and CDK's BucketDeployment handler (a singleton at stack level)."""
+        _ack(
+            self.console.bucket,
+            "AwsSolutions-S1",
+            "The bucket holds only the web console's built files (HTML, scripts, styles), which CloudFront "
+            "serves to every visitor anyway; CloudFront is its only reader (Origin Access Control) and its "
+            "requests are logged by CloudFront's metrics; access logs would need a second bucket.",
+        )
+        (handler,) = [c for c in self.node.children if c.node.id.startswith(BUCKET_DEPLOYMENT_HANDLER_PREFIX)]
+        bucket_id = self.get_logical_id(self.console.bucket.node.default_child)  # type: ignore[arg-type]
+        _ack(
+            handler,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+            "CDK's BucketDeployment handler runs only during a deploy (aws s3 sync of console/dist) and "
+            "writes its own log group with the managed basic execution role CDK gives it.",
+        )
+        _ack(
+            handler,
+            "AwsSolutions-L1",
+            "The BucketDeployment handler's runtime is chosen and updated by aws-cdk-lib together with "
+            "its AWS CLI layer; it runs only at deploy time and handles no request.",
+        )
+        for rule in (
+            *(f"AwsSolutions-IAM5[Action::{a}]" for a in BUCKET_DEPLOYMENT_ACTIONS),
+            f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/*]",
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{self._assets_bucket_name()}/*]",
+            "AwsSolutions-IAM5[Resource::*]",
+        ):
+            _ack(
+                handler,
+                rule,
+                "CDK's BucketDeployment grants: read the console's zip from the CDK assets bucket, sync "
+                "it into the console bucket (s3:GetObject*, s3:GetBucket*, s3:List*, s3:DeleteObject*, "
+                "s3:Abort*, on those two buckets only) and invalidate the distribution's cache "
+                "(cloudfront:CreateInvalidation and GetInvalidation on Resource *).",
+            )
+
+
+# CDK's one handler for every BucketDeployment of the stack (id: Custom::CDKBucketDeployment<uuid><mem>MiB)
+BUCKET_DEPLOYMENT_HANDLER_PREFIX = "Custom::CDKBucketDeployment"
+BUCKET_DEPLOYMENT_ACTIONS = ("s3:GetObject*", "s3:GetBucket*", "s3:List*", "s3:DeleteObject*", "s3:Abort*")
+
+
+def _ack(scope: IConstruct, rule: str, reason: str) -> None:
     cdk.Validations.of(scope).acknowledge(cdk.Acknowledgment(id=f"AwsSolutions::{rule}", reason=reason))
 
 

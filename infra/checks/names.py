@@ -61,6 +61,10 @@ NAME_RULES: dict[str, tuple[NameRule, ...]] = {
     "AWS::S3::BucketPolicy": (),
     "AWS::CloudFront::Function": (NameRule("Name", 1, 64, r"[a-zA-Z0-9_-]+"),),
     "AWS::CloudFront::OriginAccessControl": (NameRule("OriginAccessControlConfig.Name", 1, 64),),
+    "AWS::CloudFront::ResponseHeadersPolicy": (
+        NameRule("ResponseHeadersPolicyConfig.Name", 1, 128, r"[a-zA-Z0-9_-]+"),
+    ),
+    "Custom::CDKBucketDeployment": (),  # the web console's upload (aws_s3_deployment): no name
     "AWS::CloudFront::Distribution": (),
     "AWS::Events::Rule": (NameRule("Name", 1, 64, r"[.\-_A-Za-z0-9]+"),),
     "AWS::Events::EventBus": (NameRule("Name", 1, 256, r"[/.\-_A-Za-z0-9]+"),),

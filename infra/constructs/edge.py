@@ -2,9 +2,13 @@
 
 ``/v1/sessions/*/stream`` and the OpenAI Agents API's stream paths
 (``C.OPENAI_STREAM_PATH_PATTERNS``: the stream function hands their plain
-requests on to the API function) go to the stream function URL, everything
-else to the HTTP API. Nothing is cached; every method and viewer header except Host is
-forwarded, so ``Authorization`` and ``Last-Event-ID`` reach the functions.
+requests on to the API function) go to the stream function URL; ``/v1/*``,
+``/openai/*``, ``/api/*``, ``/health`` and ``/openapi.json`` to the HTTP API. Those
+are uncached, with every method and viewer header except Host forwarded (so
+``Authorization`` and ``Last-Event-ID`` reach the functions). Every other path is the
+web console's: its S3 bucket, read through Origin Access Control, cached, with security
+headers; a viewer-request function turns client routes (paths without a file
+extension) into ``/index.html``. One origin for the console and the API: no CORS.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from infra.constructs._common import regional_name
 
 if TYPE_CHECKING:
     from aws_cdk import aws_lambda as lambda_
+    from aws_cdk import aws_s3 as s3
 
 # Origin Access Control signs CloudFront's request to the function URL in the Authorization
 # header, replacing the viewer's. Keep the viewer's bearer token in a header of its own, and
@@ -36,6 +41,19 @@ function handler(event) {{
 }}
 """
 
+# The console is a single-page app: /sessions/<id>, /inbox, ... are client routes that get
+# index.html; a path whose last segment has a dot is a file (assets/…, prices.json).
+CONSOLE_ROUTES_JS = f"""\
+function handler(event) {{
+  var request = event.request;
+  var last = request.uri.substring(request.uri.lastIndexOf('/') + 1);
+  if (last.indexOf('.') === -1) {{
+    request.uri = '/{C.CONSOLE_INDEX}';
+  }}
+  return request;
+}}
+"""
+
 
 class Edge(Construct):
     def __init__(
@@ -45,6 +63,7 @@ class Edge(Construct):
         *,
         api_domain_name: str,
         stream_url: lambda_.IFunctionUrl,
+        console_bucket: s3.IBucket,
     ) -> None:
         super().__init__(scope, construct_id)
         api_origin = origins.HttpOrigin(
@@ -73,37 +92,122 @@ class Edge(Construct):
             runtime=cloudfront.FunctionRuntime.JS_2_0,
             comment=f"Copy the viewer's Authorization into {C.STREAM_AUTH_HEADER}",
         )
+        console_origin = origins.S3BucketOrigin.with_origin_access_control(
+            console_bucket,
+            origin_access_control=cloudfront.S3OriginAccessControl(
+                self,
+                "ConsoleAccess",
+                origin_access_control_name=regional_name(
+                    self, C.CONSOLE_OAC_NAME_PURPOSE, C.OAC_NAME_MAX_LENGTH
+                ),
+                signing=cloudfront.Signing.SIGV4_ALWAYS,
+            ),
+        )
+        self.console_routes = cloudfront.Function(
+            self,
+            "ConsoleRoutes",
+            function_name=regional_name(
+                self, C.CONSOLE_FUNCTION_NAME_PURPOSE, C.EDGE_FUNCTION_NAME_MAX_LENGTH
+            ),
+            code=cloudfront.FunctionCode.from_inline(CONSOLE_ROUTES_JS),
+            runtime=cloudfront.FunctionRuntime.JS_2_0,
+            comment="Client routes of the web console get index.html",
+        )
+        security = cloudfront.ResponseSecurityHeadersBehavior(
+            content_security_policy=cloudfront.ResponseHeadersContentSecurityPolicy(
+                content_security_policy=C.CONSOLE_CONTENT_SECURITY_POLICY, override=True
+            ),
+            content_type_options=cloudfront.ResponseHeadersContentTypeOptions(override=True),
+            frame_options=cloudfront.ResponseHeadersFrameOptions(
+                frame_option=cloudfront.HeadersFrameOption.DENY, override=True
+            ),
+            referrer_policy=cloudfront.ResponseHeadersReferrerPolicy(
+                referrer_policy=cloudfront.HeadersReferrerPolicy.NO_REFERRER, override=True
+            ),
+            strict_transport_security=cloudfront.ResponseHeadersStrictTransportSecurity(
+                access_control_max_age=cdk.Duration.days(365), include_subdomains=True, override=True
+            ),
+        )
+        self.console_headers = cloudfront.ResponseHeadersPolicy(
+            self,
+            "ConsoleHeaders",
+            response_headers_policy_name=regional_name(
+                self, C.CONSOLE_HEADERS_NAME_PURPOSE, C.CONSOLE_HEADERS_NAME_MAX_LENGTH
+            ),
+            comment="The web console: its own scripts only, never framed",
+            security_headers_behavior=security,
+        )
+        # Vite names these by content: a year in every cache (the bucket stores them no-cache)
+        self.asset_headers = cloudfront.ResponseHeadersPolicy(
+            self,
+            "ConsoleAssetHeaders",
+            response_headers_policy_name=regional_name(
+                self, C.CONSOLE_ASSET_HEADERS_NAME_PURPOSE, C.CONSOLE_HEADERS_NAME_MAX_LENGTH
+            ),
+            comment="The web console's content-hashed files: immutable",
+            security_headers_behavior=security,
+            custom_headers_behavior=cloudfront.ResponseCustomHeadersBehavior(
+                custom_headers=[
+                    cloudfront.ResponseCustomHeader(
+                        header="Cache-Control", value=C.CONSOLE_ASSETS_CACHE_CONTROL, override=True
+                    )
+                ]
+            ),
+        )
+        console_cached: dict[str, Any] = {
+            "origin": console_origin,
+            "allowed_methods": cloudfront.AllowedMethods.ALLOW_GET_HEAD,
+            "viewer_protocol_policy": cloudfront.ViewerProtocolPolicy.REDIRECT_TO_HTTPS,
+            "cache_policy": cloudfront.CachePolicy.CACHING_OPTIMIZED,
+            "compress": True,
+        }
         uncached: dict[str, Any] = {
             "viewer_protocol_policy": cloudfront.ViewerProtocolPolicy.HTTPS_ONLY,
             "cache_policy": cloudfront.CachePolicy.CACHING_DISABLED,
             "origin_request_policy": cloudfront.OriginRequestPolicy.ALL_VIEWER_EXCEPT_HOST_HEADER,
             "compress": False,  # SSE frames must leave as they are written
         }
+        api_behavior = cloudfront.BehaviorOptions(
+            origin=api_origin, allowed_methods=cloudfront.AllowedMethods.ALLOW_ALL, **uncached
+        )
+        stream_behavior = cloudfront.BehaviorOptions(
+            origin=stream_origin,
+            allowed_methods=cloudfront.AllowedMethods.ALLOW_ALL,
+            function_associations=[
+                cloudfront.FunctionAssociation(
+                    function=self.copy_authorization,
+                    event_type=cloudfront.FunctionEventType.VIEWER_REQUEST,
+                )
+            ],
+            **uncached,
+        )
+        # First match wins: the stream patterns before /v1/* and /openai/*, then the API's paths,
+        # then the console's hashed assets; everything else is the console (the default).
+        behaviors: dict[str, cloudfront.BehaviorOptions] = {
+            **dict.fromkeys((C.STREAM_PATH_PATTERN, *C.OPENAI_STREAM_PATH_PATTERNS), stream_behavior),
+            **dict.fromkeys(C.API_PATH_PATTERNS, api_behavior),
+            C.CONSOLE_ASSETS_PATH_PATTERN: cloudfront.BehaviorOptions(
+                response_headers_policy=self.asset_headers, **console_cached
+            ),
+        }
         self.distribution = cloudfront.Distribution(
             self,
             "Distribution",
-            comment="skyloop: REST API and session streams",
+            comment="skyloop: web console, REST API and session streams",
             price_class=cloudfront.PriceClass.PRICE_CLASS_100,
             http_version=cloudfront.HttpVersion.HTTP2_AND_3,
+            default_root_object=C.CONSOLE_INDEX,
             default_behavior=cloudfront.BehaviorOptions(
-                origin=api_origin,
-                allowed_methods=cloudfront.AllowedMethods.ALLOW_ALL,
-                **uncached,
+                response_headers_policy=self.console_headers,
+                **console_cached,
+                function_associations=[
+                    cloudfront.FunctionAssociation(
+                        function=self.console_routes,
+                        event_type=cloudfront.FunctionEventType.VIEWER_REQUEST,
+                    )
+                ],
             ),
-            additional_behaviors={
-                pattern: cloudfront.BehaviorOptions(
-                    origin=stream_origin,
-                    allowed_methods=cloudfront.AllowedMethods.ALLOW_ALL,
-                    function_associations=[
-                        cloudfront.FunctionAssociation(
-                            function=self.copy_authorization,
-                            event_type=cloudfront.FunctionEventType.VIEWER_REQUEST,
-                        )
-                    ],
-                    **uncached,
-                )
-                for pattern in (C.STREAM_PATH_PATTERN, *C.OPENAI_STREAM_PATH_PATTERNS)
-            },
+            additional_behaviors=behaviors,
         )
 
     @property

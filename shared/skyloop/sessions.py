@@ -11,7 +11,7 @@ from skyloop import principals
 from skyloop.errors import ConflictError, InvalidInputError, NotFoundError, SecretNotAllowedError
 from skyloop.ids import is_hex32, new_id
 from skyloop.models.agent import Agent, AgentSpec
-from skyloop.models.session import ConversationItem, Session, token_usage
+from skyloop.models.session import ConversationItem, PendingCall, Session, token_usage
 from skyloop.secrets import api_key_secret_name
 
 if TYPE_CHECKING:
@@ -395,15 +395,26 @@ def snapshot(
     ``/items`` for the rest).
     """
     items: list[dict[str, Any]] = []
+    more = False
     if include_items:
-        stored = store.list_items(session.id, through_seq=session.last_seq)
-        newest_first = [i.to_api() for i in reversed(stored[-SNAPSHOT_ITEMS:])]
+        # one more than shown says whether older items exist (page them with /items)
+        stored = store.list_items(session.id, through_seq=session.last_seq, newest=SNAPSHOT_ITEMS + 1)
+        more, stored = len(stored) > SNAPSHOT_ITEMS, stored[-SNAPSHOT_ITEMS:]
+        newest_first = [i.to_api() for i in reversed(stored)]
         items = list(reversed(_within_budget(newest_first, MAX_PAGE_BYTES)))
+        more = more or len(items) < len(stored)
+    waiting = waiting_calls(store, session)
+    counts = (
+        sum(1 for c in waiting if c.kind == "client"),
+        sum(1 for c in waiting if c.approval == "pending"),
+    )
     return {
-        **list_item(session),
+        **list_item(session, counts),
         "object": "session",
+        "waiting": [waiting_json(c) for c in waiting],
         "runner_online": runners.is_online(session.runner_id),
         "items": items,
+        "has_more_items": more,
         "last_task_error": session.last_task_error.model_dump() if session.last_task_error else None,
         "active_response_id": session.active_response_id,
         "last_event_id": session.last_seq,
@@ -443,7 +454,81 @@ def usage_fields(store: Store, session: Session) -> dict[str, Any]:
     }
 
 
-def list_item(session: Session) -> dict[str, Any]:
+def waiting_calls(store: Store, session: Session) -> list[PendingCall]:
+    """The running turn's calls that wait on someone: client calls without an output, approvals.
+
+    Only a running session is asked (one query of its turn's calls), so a page of idle
+    sessions costs nothing more.
+    """
+    if session.status != "running" or not session.active_response_id:
+        return []
+    calls = store.list_calls(session.id, session.active_response_id)
+    return [
+        c
+        for c in calls
+        if c.output is None and not c.cancelled and (c.kind == "client" or c.approval == "pending")
+    ]
+
+
+def attention(store: Store, session: Session) -> tuple[int, int]:
+    """``(client calls, approvals)`` the running turn waits on (the web console's badge and inbox)."""
+    calls = waiting_calls(store, session)
+    return sum(1 for c in calls if c.kind == "client"), sum(1 for c in calls if c.approval == "pending")
+
+
+def waiting_json(call: PendingCall) -> dict[str, Any]:
+    """A waiting call as the snapshot's ``waiting`` lists it: what to answer, and how."""
+    return {
+        "call_id": call.call_id,
+        "name": call.name,
+        "arguments": call.arguments,
+        "response_id": call.response_id,
+        "kind": "approval" if call.approval == "pending" else "client",
+        "elicitation_id": f"approve_{call.call_id}" if call.approval == "pending" else None,
+    }
+
+
+USAGE_TURNS = 200  # the newest turns a usage report lists
+
+
+def usage_report(store: Store, session: Session) -> dict[str, Any]:
+    """The session's tokens and spend, and its newest turns', oldest first (one query).
+
+    ``price`` (USD per million tokens) is :mod:`skyloop.pricing`'s for the model the session
+    calls (override, else the agent's); without one the report has tokens and no money
+    (``cost_usd`` null), as the web console then shows.
+    """
+    from skyloop import pricing
+
+    turns = store.list_turns(session.id)[-USAGE_TURNS:]
+    agent = _agent_or_none(store, session.agent_id)
+    model = session.model_override or (agent.spec.executor.model if agent else None)
+    price = pricing.price_of(agent.spec.executor, model) if agent else None
+
+    def usd(micros: int) -> float | None:
+        return micros / 1_000_000 if price is not None else None
+
+    return {
+        "object": "session.usage",
+        "session_id": session.id,
+        "model": model,
+        "price": price.model_dump() if price is not None else None,
+        "usage": token_usage(session.input_tokens, session.output_tokens),
+        "cost_usd": usd(session.spend_micros),
+        "turns": [
+            {
+                "response_id": t.response_id,
+                "created_at": t.created_at,
+                **t.usage(),
+                "cost_usd": usd(t.spend_micros),
+            }
+            for t in turns
+        ],
+    }
+
+
+def list_item(session: Session, waiting: tuple[int, int] = (0, 0)) -> dict[str, Any]:
+    """The list's row; ``waiting`` is :func:`attention`'s counts (the snapshot's and list's)."""
     return {
         "id": session.id,
         "agent_id": session.agent_id,
@@ -462,7 +547,8 @@ def list_item(session: Session) -> dict[str, Any]:
         "owner": session.owner,
         "host_id": None,
         "parent_session_id": session.parent_session_id,
-        "pending_elicitations_count": 0,
+        "pending_elicitations_count": waiting[1],
+        "pending_client_calls": waiting[0],
     }
 
 
@@ -503,7 +589,7 @@ def list_sessions(store: Store, q: SessionListQuery, *, owner: str) -> tuple[lis
         "archived": q.archived_filter(),
     }
     descending = q.order == "desc"
-    if q.sort_by == "created_at":
+    if q.sort_by == "created_at" and not q.filters():
         return store.list_sessions(**kwargs, limit=q.limit, descending=descending, after=q.after)
     everything: list[Session] = []
     after: str | None = None
@@ -513,13 +599,30 @@ def list_sessions(store: Store, q: SessionListQuery, *, owner: str) -> tuple[lis
         if not more or not found:
             break
         after = found[-1].id
-    everything.sort(key=lambda s: (s.updated_at, s.created_at, s.id), reverse=descending)
+    everything = [s for s in everything if _matches(store, s, q)]
+    if q.sort_by == "created_at":
+        everything.sort(key=lambda s: (s.created_at, s.id), reverse=descending)
+    else:
+        everything.sort(key=lambda s: (s.updated_at, s.created_at, s.id), reverse=descending)
     if q.after:
         ids = [s.id for s in everything]
         if q.after not in ids:
             raise InvalidInputError(f"cursor session '{q.after}' is not in this listing")
         everything = everything[ids.index(q.after) + 1 :]
     return everything[: q.limit], len(everything) > q.limit
+
+
+def _matches(store: Store, session: Session, q: SessionListQuery) -> bool:
+    """The list's filters (status, a label, words of the title, waiting on someone), all must hold."""
+    if q.status and session.status != q.status:
+        return False
+    if q.label:
+        key, has_value, value = q.label.partition("=")
+        if key not in session.labels or (has_value and session.labels[key] != value):
+            return False
+    if q.search_query and q.search_query.strip().lower() not in (session.title or "").lower():
+        return False
+    return not q.waiting or any(attention(store, session))
 
 
 def page_items(

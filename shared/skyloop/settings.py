@@ -34,6 +34,10 @@ class Settings(BaseModel):
     jwt_jwks_url: str | None = Field(default=None, alias="SKYLOOP_JWT_JWKS_URL")
     jwt_principal_claim: str = Field(default="sub", min_length=1, alias="SKYLOOP_JWT_PRINCIPAL_CLAIM")
     jwt_leeway_s: int = Field(default=60, ge=0, le=300, alias="SKYLOOP_JWT_LEEWAY_S")
+    # The web console's OIDC sign-in (authorization code + PKCE, a public client registered at the
+    # issuer with the redirect URI <console>/oidc/callback): its client id and the scopes it asks for.
+    console_client_id: str | None = Field(default=None, alias="SKYLOOP_CONSOLE_CLIENT_ID")
+    console_scopes: str = Field(default="openid", min_length=1, alias="SKYLOOP_CONSOLE_SCOPES")
     # Quotas per principal (skyloop.quotas); unset means unlimited.
     quota_running_turns: int | None = Field(default=None, ge=1, alias="SKYLOOP_QUOTA_RUNNING_TURNS")
     quota_turns_per_minute: int | None = Field(default=None, ge=1, alias="SKYLOOP_QUOTA_TURNS_PER_MINUTE")

@@ -177,6 +177,7 @@ CROSS_CASES: dict[tuple[str, str], dict[str, Any] | None] = {
     ("DELETE", "/v1/sessions/{session_id}"): None,
     ("GET", "/v1/sessions/{session_id}/items"): None,
     ("GET", "/v1/sessions/{session_id}/agent"): None,
+    ("GET", "/v1/sessions/{session_id}/usage"): None,
     ("POST", "/v1/sessions/{session_id}/events"): MESSAGE,
     ("POST", "/v1/sessions/{session_id}/fork"): {},
     ("GET", "/v1/sessions/{session_id}/child_sessions"): None,
@@ -221,6 +222,8 @@ CROSS_CASES: dict[tuple[str, str], dict[str, Any] | None] = {
 # Routes with no id of alice's in the path: what bob can do with them is checked below.
 NO_ID_ROUTES = {
     ("GET", "/health"),
+    ("GET", "/v1/me"),  # the caller's own principal (the web console)
+    ("GET", "/v1/tool_sets"),  # the client tool sets' schemas, the same for everyone
     ("GET", "/openapi.json"),
     ("GET", "/v1/info"),
     ("GET", "/api/version"),

@@ -73,6 +73,8 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
         **os.environ,
         "CDK_OUTDIR": str(outdir),
         "SKYLOOP_LAYER_DIR": str(outdir / "no-layer-here"),
+        # nor on a built console (npm): synth uploads a placeholder page and says so
+        "SKYLOOP_CONSOLE_DIR": str(outdir / "no-console-here"),
     }
     env.pop("CDK_CONTEXT_JSON", None)  # the app reads cdk.json's context, as `cdk synth` would pass it
     started = time.perf_counter()

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 # Every acknowledged AwsSolutions finding, by construct. A new acknowledgment must be added
 # here on purpose (its reason lives next to it in infra/stack.py).
+BUCKET_DEPLOYMENT = "/Skyloop/Custom::CDKBucketDeployment8693BB64968944B69AAFB0CC9EB8756C256MiB"
 ACKNOWLEDGED = {
     ("/Skyloop/Functions", "AwsSolutions-IAM5[Resource::*]"),
     ("/Skyloop/Functions", "AwsSolutions-L1"),
@@ -61,6 +62,23 @@ ACKNOWLEDGED = {
         for role in ("ApiRole", "ScheduleRunRole")
     ),
     ("/Skyloop/Blobs/Bucket", "AwsSolutions-S1"),
+    # the web console: its bucket, and CDK's BucketDeployment handler that uploads console/dist
+    ("/Skyloop/Console/Bucket", "AwsSolutions-S1"),
+    *(
+        (BUCKET_DEPLOYMENT, rule)
+        for rule in (
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+            "AwsSolutions-L1",
+            "AwsSolutions-IAM5[Action::s3:GetObject*]",
+            "AwsSolutions-IAM5[Action::s3:GetBucket*]",
+            "AwsSolutions-IAM5[Action::s3:List*]",
+            "AwsSolutions-IAM5[Action::s3:DeleteObject*]",
+            "AwsSolutions-IAM5[Action::s3:Abort*]",
+            "AwsSolutions-IAM5[Resource::<ConsoleBucket86B6957C.Arn>/*]",
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::cdk-hnb659fds-assets-<AWS::AccountId>-<AWS::Region>/*]",
+            "AwsSolutions-IAM5[Resource::*]",
+        )
+    ),
     ("/Skyloop/SmokeTool/Echo", "AwsSolutions-L1"),
     ("/Skyloop/Turns/StateMachine", "AwsSolutions-IAM5[Resource::*]"),
     ("/Skyloop/Api/Api", "AwsSolutions-APIG4"),

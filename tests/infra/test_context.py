@@ -251,7 +251,11 @@ def test_cors_on_the_stream_url_allows_the_listed_origins(prod_template: dict[st
 def test_cors_preflights_and_origin_pass_through_the_edge(prod_template: dict[str, Any]) -> None:
     _, distribution = one(prod_template, "AWS::CloudFront::Distribution")
     config = distribution["Properties"]["DistributionConfig"]
-    for behavior in (config["DefaultCacheBehavior"], *config["CacheBehaviors"]):
+    # (the console's behaviors serve its own files on the same origin: no CORS there)
+    console_origin = config["DefaultCacheBehavior"]["TargetOriginId"]
+    api_behaviors = [b for b in config["CacheBehaviors"] if b["TargetOriginId"] != console_origin]
+    assert len(api_behaviors) == len(C.API_PATH_PATTERNS) + 1 + len(C.OPENAI_STREAM_PATH_PATTERNS)
+    for behavior in api_behaviors:
         # Then OPTIONS reaches the origins, which answer the preflight
         assert "OPTIONS" in behavior["AllowedMethods"]
         # And every viewer header but Host is forwarded: Origin, Access-Control-Request-Method/-Headers
@@ -270,11 +274,18 @@ def test_powertools_tracer_switch_turns_the_tracer_on(prod_template: dict[str, A
 
 # ------------------------------------------------------------------- blobs in production
 def test_prod_keeps_the_blob_bucket_and_its_objects(prod_template: dict[str, Any]) -> None:
-    _, bucket = one(prod_template, "AWS::S3::Bucket")
+    bucket_id, bucket = by_prefix(prod_template, "AWS::S3::Bucket", "BlobsBucket")
     assert bucket["DeletionPolicy"] == "Retain"
     assert bucket["UpdateReplacePolicy"] == "Retain"
-    # And nothing empties it on delete
-    assert resources(prod_template, "Custom::S3AutoDeleteObjects") == {}
+    # And nothing empties it on delete (only the console's bucket, which holds build output, is emptied)
+    emptied = [
+        e["Properties"]["BucketName"]
+        for e in resources(prod_template, "Custom::S3AutoDeleteObjects").values()
+    ]
+    console_id, console = by_prefix(prod_template, "AWS::S3::Bucket", "ConsoleBucket")
+    assert emptied == [{"Ref": console_id}]
+    assert console["DeletionPolicy"] == "Delete"
+    assert {"Ref": bucket_id} not in emptied
 
 
 def test_secrets_prefix_carries_the_stack_name(prod_template: dict[str, Any]) -> None:
@@ -465,6 +476,7 @@ def issuer_template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 "jwtIssuer": ISSUER,
                 "jwtAudience": "skyloop-cli",
                 "jwtJwksUrl": f"{ISSUER}/protocol/openid-connect/certs",
+                "consoleClientId": "skyloop-console",
             },
         )
         stack = SkyloopStack(app, "SkyloopIssuer")
@@ -483,6 +495,15 @@ def test_an_existing_issuer_is_trusted_without_a_user_pool_or_gateway_authorizer
         assert env["SKYLOOP_JWT_AUDIENCE"] == "skyloop-cli"
         assert env["SKYLOOP_JWT_JWKS_URL"] == f"{ISSUER}/protocol/openid-connect/certs"
     assert issuer_template["Outputs"]["JwtIssuer"]["Value"] == ISSUER
+    # And the console's public client reaches the API (its /v1/info), nothing else
+    assert (
+        function(issuer_template, "api")[1]["Properties"]["Environment"]["Variables"][
+            "SKYLOOP_CONSOLE_CLIENT_ID"
+        ]
+        == "skyloop-console"
+    )
+    stream_env = function(issuer_template, "stream")[1]["Properties"]["Environment"]["Variables"]
+    assert "SKYLOOP_CONSOLE_CLIENT_ID" not in stream_env
 
 
 @pytest.mark.parametrize(
@@ -493,12 +514,13 @@ def test_an_existing_issuer_is_trusted_without_a_user_pool_or_gateway_authorizer
         {"jwtIssuer": "http://insecure.example", "jwtAudience": "a"},
         {"jwtAuthorizerOnApi": "true"},
         {"quotaSessions": "0"},
+        {"cognito": "true", "consoleClientId": "c"},
     ],
 )
 def test_inconsistent_sign_in_or_quota_context_stops_synth(context: dict[str, str]) -> None:
     import aws_cdk as cdk
 
-    with pytest.raises(ValueError, match=r"jwt|cognito|quota"):
+    with pytest.raises(ValueError, match=r"jwt|cognito|quota|console"):
         StackConfig.from_context(cdk.App(context=context).node)
 
 

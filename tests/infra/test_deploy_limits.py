@@ -273,7 +273,8 @@ def test_reserved_concurrency_leaves_100_unreserved(cfn: Template, assets: dict[
 
 # ---------------------------------------------------------------- CloudFront Functions
 def _edge_function(cfn: Template) -> dict[str, Any]:
-    return one(cfn, "AWS::CloudFront::Function")[1]["Properties"]
+    """The stream's viewer-request function (the console's client-route function is checked alike)."""
+    return by_prefix(cfn, "AWS::CloudFront::Function", "EdgeStreamAuthorization")[1]["Properties"]
 
 
 @pytest.mark.parametrize("over", [0, 1])
@@ -347,7 +348,7 @@ def test_a_name_built_from_intrinsics_is_measured_at_its_worst_case(
 
 
 def test_names_follow_the_services_characters(cfn: Template, assets: dict[str, Path]) -> None:
-    bucket = one(cfn, "AWS::S3::Bucket")[1]["Properties"]
+    bucket = by_prefix(cfn, "AWS::S3::Bucket", "BlobsBucket")[1]["Properties"]
     bucket["BucketName"] = "Skyloop-Blobs"  # S3 bucket names are lowercase
     assert rules(check_template(cfn, assets)) == {"name/pattern"}
 
@@ -446,7 +447,7 @@ def test_a_trust_policy_over_2048_characters(cfn: Template, assets: dict[str, Pa
 
 
 def test_a_bucket_policy_over_20_kb(cfn: Template, assets: dict[str, Path]) -> None:
-    policy = one(cfn, "AWS::S3::BucketPolicy")[1]["Properties"]["PolicyDocument"]
+    policy = by_prefix(cfn, "AWS::S3::BucketPolicy", "BlobsBucketPolicy")[1]["Properties"]["PolicyDocument"]
     policy["Statement"].append(_padding_statement(21 * 1024))
     assert rules(check_template(cfn, assets)) == {"s3/bucket-policy-size"}
 

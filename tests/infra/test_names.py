@@ -13,7 +13,7 @@ import pytest
 
 from infra import assets
 from infra import constants as C
-from tests.infra.helpers import one, resources
+from tests.infra.helpers import by_prefix, one, resources
 
 Template = dict[str, Any]
 ACCOUNT = "123456789012"
@@ -72,36 +72,57 @@ def _names(template: Template) -> dict[str, Any]:
     }
 
 
+# The stack's named CloudFront resources (logical id prefix) and the purpose their names carry.
+CLOUDFRONT_NAMES = {
+    ("AWS::CloudFront::OriginAccessControl", "EdgeStreamAccess"): (C.OAC_NAME_PURPOSE, C.OAC_NAME_MAX_LENGTH),
+    ("AWS::CloudFront::OriginAccessControl", "EdgeConsoleAccess"): (
+        C.CONSOLE_OAC_NAME_PURPOSE,
+        C.OAC_NAME_MAX_LENGTH,
+    ),
+    ("AWS::CloudFront::Function", "EdgeStreamAuthorization"): (
+        C.EDGE_FUNCTION_NAME_PURPOSE,
+        C.EDGE_FUNCTION_NAME_MAX_LENGTH,
+    ),
+    ("AWS::CloudFront::Function", "EdgeConsoleRoutes"): (
+        C.CONSOLE_FUNCTION_NAME_PURPOSE,
+        C.EDGE_FUNCTION_NAME_MAX_LENGTH,
+    ),
+    ("AWS::CloudFront::ResponseHeadersPolicy", "EdgeConsoleHeaders"): (
+        C.CONSOLE_HEADERS_NAME_PURPOSE,
+        C.CONSOLE_HEADERS_NAME_MAX_LENGTH,
+    ),
+    ("AWS::CloudFront::ResponseHeadersPolicy", "EdgeConsoleAssetHeaders"): (
+        C.CONSOLE_ASSET_HEADERS_NAME_PURPOSE,
+        C.CONSOLE_HEADERS_NAME_MAX_LENGTH,
+    ),
+}
+
+
 def test_cloudfront_names_differ_between_regions_of_one_account(
     regional_templates: dict[str, Template],
 ) -> None:
     # Given the same stack name deployed in two regions of one account
     first, second = (regional_templates[r] for r in REGIONS)
-    # Then the Origin Access Control and the CloudFront Function get different names in each
-    for type_ in ("AWS::CloudFront::OriginAccessControl", "AWS::CloudFront::Function"):
-        names = {r: _name(one(regional_templates[r], type_)[1]) for r in REGIONS}
-        assert names[REGIONS[0]] != names[REGIONS[1]], type_
+    # Then every Origin Access Control, CloudFront Function and response headers policy gets a
+    # different name in each
+    for (type_, prefix), (purpose, _) in CLOUDFRONT_NAMES.items():
+        names = {r: _name(by_prefix(regional_templates[r], type_, prefix)[1]) for r in REGIONS}
+        assert names[REGIONS[0]] != names[REGIONS[1]], prefix
         for region, name in names.items():
-            assert name == f"{C.STACK_NAME}-{_purpose(type_)}-{region}"
+            assert name == f"{C.STACK_NAME}-{purpose}-{region}"
+    # And the stack names nothing else of those types
+    for type_ in {t for t, _ in CLOUDFRONT_NAMES}:
+        assert len(resources(first, type_)) == sum(1 for t, _ in CLOUDFRONT_NAMES if t == type_), type_
     # And no account-global name is shared between the two stacks
     assert not set(map(json.dumps, _names(first).values())) & set(map(json.dumps, _names(second).values()))
-
-
-def _purpose(type_: str) -> str:
-    return {
-        "AWS::CloudFront::OriginAccessControl": C.OAC_NAME_PURPOSE,
-        "AWS::CloudFront::Function": C.EDGE_FUNCTION_NAME_PURPOSE,
-    }[type_]
 
 
 def test_cloudfront_names_fit_their_limits_in_the_longest_region(
     regional_templates: dict[str, Template],
 ) -> None:
     template = regional_templates["ap-southeast-4"]
-    oac = _name(one(template, "AWS::CloudFront::OriginAccessControl")[1])
-    function = _name(one(template, "AWS::CloudFront::Function")[1])
-    assert len(oac) <= C.OAC_NAME_MAX_LENGTH
-    assert len(function) <= C.EDGE_FUNCTION_NAME_MAX_LENGTH
+    for (type_, prefix), (_, limit) in CLOUDFRONT_NAMES.items():
+        assert len(_name(by_prefix(template, type_, prefix)[1])) <= limit, prefix
 
 
 def test_every_account_global_name_is_region_scoped(template_json: Template) -> None:

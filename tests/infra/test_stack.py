@@ -37,11 +37,13 @@ from tests.infra.helpers import (
 
 Template = dict[str, Any]
 CACHING_DISABLED = "4135ea2d-6df8-44a3-9df3-4b5a84be39ad"  # managed CachePolicy
+CACHING_OPTIMIZED = "658327ea-f89d-4fab-a63d-7e88639e58f6"  # managed CachePolicy
 ALL_VIEWER_EXCEPT_HOST_HEADER = "b689b0a8-53d0-40ab-baf2-68738e2966ac"  # managed OriginRequestPolicy
 STEP_FUNCTIONS = [f for f in manifest.FUNCTIONS if f.asl_key]
 STEP_NAMES = {f.name for f in STEP_FUNCTIONS}
 (RECONCILER,) = (f for f in manifest.FUNCTIONS if f.scheduled)
 # CDK's provider for autoDeleteObjects on the dev stack's blob bucket (not a skyloop function).
+BUCKET_DEPLOYMENT_HANDLER = "CustomCDKBucketDeployment"  # aws_s3_deployment's singleton handler
 AUTO_DELETE_PROVIDER = "CustomS3AutoDeleteObjectsCustomResourceProviderHandler"
 PACKAGE = manifest.PROJECT_ROOT / "shared" / "skyloop"
 
@@ -51,7 +53,7 @@ def _table_id(t: Template) -> str:
 
 
 def _bucket_id(t: Template) -> str:
-    return one(t, "AWS::S3::Bucket")[0]
+    return by_prefix(t, "AWS::S3::Bucket", "BlobsBucket")[0]
 
 
 def _http_api(t: Template) -> tuple[str, dict[str, Any]]:
@@ -112,18 +114,22 @@ def test_dev_stack_tears_down_cleanly(template_json: Template) -> None:
     assert {r["DeletionPolicy"] for r in resources(template_json, "AWS::Logs::LogGroup").values()} == {
         "Delete"
     }
-    # And the blob bucket too, emptied first (a bucket with objects cannot be deleted)
-    bucket_id, bucket = one(template_json, "AWS::S3::Bucket")
-    assert bucket["DeletionPolicy"] == "Delete"
-    _, empty = one(template_json, "Custom::S3AutoDeleteObjects")
-    assert empty["Properties"]["BucketName"] == {"Ref": bucket_id}
+    # And the blob and console buckets too, each emptied first (a bucket with objects cannot be deleted)
+    emptied = {
+        e["Properties"]["BucketName"]["Ref"]
+        for e in resources(template_json, "Custom::S3AutoDeleteObjects").values()
+    }
+    for prefix in ("BlobsBucket", "ConsoleBucket"):
+        bucket_id, bucket = by_prefix(template_json, "AWS::S3::Bucket", prefix)
+        assert bucket["DeletionPolicy"] == "Delete"
+        assert bucket_id in emptied
 
 
 # ------------------------------------------------------------------------------ blobs
 def test_blob_bucket_is_private_encrypted_tls_only_and_aborts_multipart_uploads(
     template_json: Template,
 ) -> None:
-    bucket_id, bucket = one(template_json, "AWS::S3::Bucket")
+    bucket_id, bucket = by_prefix(template_json, "AWS::S3::Bucket", "BlobsBucket")
     props = bucket["Properties"]
     assert props["PublicAccessBlockConfiguration"] == {
         "BlockPublicAcls": True,
@@ -268,8 +274,11 @@ def test_secret_access_is_scoped_to_the_stacks_prefix(
 
 # -------------------------------------------------------------------------- functions
 def test_functions_are_exactly_the_manifest_and_the_smoke_tool(template_json: Template) -> None:
+    # (besides CDK's own providers: emptying buckets, uploading the console's files)
     found = {
-        k for k in resources(template_json, "AWS::Lambda::Function") if not k.startswith(AUTO_DELETE_PROVIDER)
+        k
+        for k in resources(template_json, "AWS::Lambda::Function")
+        if not k.startswith((AUTO_DELETE_PROVIDER, BUCKET_DEPLOYMENT_HANDLER))
     }
     smoke_id, _ = _smoke_tool(template_json)
     assert len(found) == len(manifest.FUNCTIONS) + 1
@@ -364,7 +373,7 @@ def test_function_logs_to_its_own_group_with_retention(
 
 
 def test_dependencies_come_from_one_arm64_layer(template_json: Template, synth: Any) -> None:
-    layer_id, layer = one(template_json, "AWS::Lambda::LayerVersion")
+    layer_id, layer = by_prefix(template_json, "AWS::Lambda::LayerVersion", "FunctionsDependencies")
     assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
     assert layer["Properties"]["CompatibleRuntimes"] == [f"python{C.LAMBDA_PYTHON_VERSION}"]
     for spec in manifest.FUNCTIONS:
@@ -639,6 +648,8 @@ def test_wildcard_resources_carry_only_tracing_and_log_delivery(template_json: T
         allowed = TRACING | (LOG_DELIVERY if {"Ref": machine_role["Fn::GetAtt"][0]} in roles else set())
         if any(r in roles for r in stream_roles):  # a stream event source: ListStreams takes no resource
             allowed = allowed | {"dynamodb:ListStreams"}
+        if policy_id.startswith(BUCKET_DEPLOYMENT_HANDLER):  # the console upload invalidates the edge cache
+            allowed = {"cloudfront:CreateInvalidation", "cloudfront:GetInvalidation"}
         for s in policy["Properties"]["PolicyDocument"]["Statement"]:
             # Then "*" only ever carries actions that cannot be scoped
             if s["Resource"] == "*":
@@ -843,19 +854,20 @@ def test_stream_url_streams_and_only_cloudfront_may_call_it(template_json: Templ
 
 
 # ------------------------------------------------------------------------------- edge
-def _behaviors(template_json: Template) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+def _behaviors(template_json: Template) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, Any]]]:
+    """``(config, default behavior, path pattern -> behavior)``; CloudFront tries patterns in order."""
     _, distribution = one(template_json, "AWS::CloudFront::Distribution")
     config = distribution["Properties"]["DistributionConfig"]
-    (stream,) = [b for b in config["CacheBehaviors"] if b["PathPattern"] == C.STREAM_PATH_PATTERN]
-    return config, config["DefaultCacheBehavior"], stream
+    return config, config["DefaultCacheBehavior"], {b["PathPattern"]: b for b in config["CacheBehaviors"]}
 
 
 def test_edge_sends_the_openai_stream_paths_whole_to_the_stream_function(template_json: Template) -> None:
     """OpenAI's Agents API streams on paths it also serves plain requests on: those paths go to the
     stream function (with the viewer's token copied as on the stream path), which may invoke the API."""
-    config, _, stream = _behaviors(template_json)
-    by_pattern = {b["PathPattern"]: b for b in config["CacheBehaviors"]}
-    assert set(by_pattern) == {C.STREAM_PATH_PATTERN, *C.OPENAI_STREAM_PATH_PATTERNS}
+    _, _, by_pattern = _behaviors(template_json)
+    stream = by_pattern[C.STREAM_PATH_PATTERN]
+    streamed = {p for p, b in by_pattern.items() if b["TargetOriginId"] == stream["TargetOriginId"]}
+    assert streamed == {C.STREAM_PATH_PATTERN, *C.OPENAI_STREAM_PATH_PATTERNS}
     assert "/openai/v1/agents/sessions/*/events" in by_pattern
     for pattern in C.OPENAI_STREAM_PATH_PATTERNS:
         behavior = by_pattern[pattern]
@@ -873,18 +885,27 @@ def _origin(config: dict[str, Any], behavior: dict[str, Any]) -> dict[str, Any]:
     return origin
 
 
-def test_edge_routes_streams_to_the_function_url_and_the_rest_to_the_api(template_json: Template) -> None:
-    config, default, stream = _behaviors(template_json)
+API_PATTERNS = ["/v1/*", "/openai/*", "/api/*", "/health", "/openapi.json"]
+STREAM_PATTERNS = ["/v1/sessions/*/stream", *C.OPENAI_STREAM_PATH_PATTERNS]
+
+
+def test_edge_routes_streams_to_the_url_the_api_paths_to_the_api_and_the_rest_to_the_console(
+    template_json: Template,
+) -> None:
+    config, default, by_path = _behaviors(template_json)
     api_id, _ = _http_api(template_json)
     url_id, _ = one(template_json, "AWS::Lambda::Url")
-    oac_id, oac = one(template_json, "AWS::CloudFront::OriginAccessControl")
-    # The default behavior goes to the HTTP API's execute-api domain
-    api_origin = _origin(config, default)
-    assert api_origin["DomainName"]["Fn::Join"][1][:2] == [{"Ref": api_id}, ".execute-api."]
-    assert "OriginAccessControlId" not in api_origin
+    oac_id, oac = by_prefix(template_json, "AWS::CloudFront::OriginAccessControl", "EdgeStreamAccess")
+    # The stream pattern comes first (it is under /v1/*), then the API's paths, then the console's assets
+    assert list(by_path) == [*STREAM_PATTERNS, *API_PATTERNS, "/assets/*"]
+    # The API's paths go to the HTTP API's execute-api domain
+    for pattern in API_PATTERNS:
+        api_origin = _origin(config, by_path[pattern])
+        assert api_origin["DomainName"]["Fn::Join"][1][:2] == [{"Ref": api_id}, ".execute-api."]
+        assert "OriginAccessControlId" not in api_origin
+        assert api_origin["CustomOriginConfig"]["OriginReadTimeout"] == C.API_ORIGIN_READ_TIMEOUT_S
     # The stream path goes to the function URL, signed by Origin Access Control
-    assert stream["PathPattern"] == "/v1/sessions/*/stream"
-    stream_origin = _origin(config, stream)
+    stream_origin = _origin(config, by_path["/v1/sessions/*/stream"])
     assert {"Fn::GetAtt": [url_id, "FunctionUrl"]} in stream_origin["DomainName"]["Fn::Select"][1][
         "Fn::Split"
     ]
@@ -895,16 +916,28 @@ def test_edge_routes_streams_to_the_function_url_and_the_rest_to_the_api(templat
         "SigningBehavior": "always",
         "SigningProtocol": "sigv4",
     }
-    assert api_origin["CustomOriginConfig"]["OriginReadTimeout"] == C.API_ORIGIN_READ_TIMEOUT_S
     assert stream_origin["CustomOriginConfig"]["OriginReadTimeout"] == C.STREAM_ORIGIN_READ_TIMEOUT_S
     for origin in config["Origins"]:
-        assert origin["CustomOriginConfig"]["OriginProtocolPolicy"] == "https-only"
-        assert origin["CustomOriginConfig"]["OriginSSLProtocols"] == ["TLSv1.2"]
+        if "CustomOriginConfig" in origin:
+            assert origin["CustomOriginConfig"]["OriginProtocolPolicy"] == "https-only"
+            assert origin["CustomOriginConfig"]["OriginSSLProtocols"] == ["TLSv1.2"]
+    # Everything else (and the root) is the console's bucket, read through its own OAC
+    bucket_id, _ = by_prefix(template_json, "AWS::S3::Bucket", "ConsoleBucket")
+    console_oac_id, console_oac = by_prefix(
+        template_json, "AWS::CloudFront::OriginAccessControl", "EdgeConsoleAccess"
+    )
+    assert config["DefaultRootObject"] == "index.html"
+    for behavior in (default, by_path["/assets/*"]):
+        origin = _origin(config, behavior)
+        assert origin["DomainName"] == {"Fn::GetAtt": [bucket_id, "RegionalDomainName"]}
+        assert origin["OriginAccessControlId"] == {"Fn::GetAtt": [console_oac_id, "Id"]}
+    assert console_oac["Properties"]["OriginAccessControlConfig"]["OriginAccessControlOriginType"] == "s3"
 
 
-def test_edge_caches_nothing_and_forwards_methods_and_headers(template_json: Template) -> None:
-    _, default, stream = _behaviors(template_json)
-    for behavior in (default, stream):
+def test_edge_caches_nothing_of_the_api_and_forwards_methods_and_headers(template_json: Template) -> None:
+    _, _, by_path = _behaviors(template_json)
+    for pattern in [*STREAM_PATTERNS, *API_PATTERNS]:
+        behavior = by_path[pattern]
         assert behavior["ViewerProtocolPolicy"] == "https-only"
         assert behavior["CachePolicyId"] == CACHING_DISABLED
         # all viewer headers but Host: Authorization and Last-Event-ID reach the functions
@@ -913,14 +946,44 @@ def test_edge_caches_nothing_and_forwards_methods_and_headers(template_json: Tem
         assert behavior["Compress"] is False
 
 
+def test_edge_caches_the_console_with_its_security_headers(template_json: Template) -> None:
+    _, default, by_path = _behaviors(template_json)
+    headers_id, headers = by_prefix(
+        template_json, "AWS::CloudFront::ResponseHeadersPolicy", "EdgeConsoleHeaders"
+    )
+    assets_id, assets = by_prefix(
+        template_json, "AWS::CloudFront::ResponseHeadersPolicy", "EdgeConsoleAssetHeaders"
+    )
+    for behavior, policy_id in ((default, headers_id), (by_path["/assets/*"], assets_id)):
+        assert behavior["ViewerProtocolPolicy"] == "redirect-to-https"
+        assert behavior["CachePolicyId"] == CACHING_OPTIMIZED
+        assert behavior["AllowedMethods"] == ["GET", "HEAD"]
+        assert behavior["Compress"] is True
+        assert behavior["ResponseHeadersPolicyId"] == {"Ref": policy_id}
+    for policy in (headers, assets):
+        security = policy["Properties"]["ResponseHeadersPolicyConfig"]["SecurityHeadersConfig"]
+        assert security["ContentSecurityPolicy"]["ContentSecurityPolicy"] == C.CONSOLE_CONTENT_SECURITY_POLICY
+        assert "script-src 'self'" in C.CONSOLE_CONTENT_SECURITY_POLICY
+        assert security["FrameOptions"]["FrameOption"] == "DENY"
+    (custom,) = assets["Properties"]["ResponseHeadersPolicyConfig"]["CustomHeadersConfig"]["Items"]
+    assert custom == {"Header": "Cache-Control", "Value": C.CONSOLE_ASSETS_CACHE_CONTROL, "Override": True}
+    assert "CustomHeadersConfig" not in headers["Properties"]["ResponseHeadersPolicyConfig"]
+
+
 def test_stream_behavior_keeps_the_bearer_token_past_origin_signing(template_json: Template) -> None:
-    _, _, stream = _behaviors(template_json)
-    fn_id, fn = one(template_json, "AWS::CloudFront::Function")
-    assert stream["FunctionAssociations"] == [
+    _, default, by_path = _behaviors(template_json)
+    fn_id, fn = by_prefix(template_json, "AWS::CloudFront::Function", "EdgeStreamAuthorization")
+    assert by_path["/v1/sessions/*/stream"]["FunctionAssociations"] == [
         {"EventType": "viewer-request", "FunctionARN": {"Fn::GetAtt": [fn_id, "FunctionARN"]}}
     ]
     assert fn["Properties"]["FunctionConfig"]["Runtime"] == "cloudfront-js-2.0"
     assert C.STREAM_AUTH_HEADER in fn["Properties"]["FunctionCode"]
+    # and the console's client routes are rewritten by the other function, on the default behavior only
+    routes_id, _ = by_prefix(template_json, "AWS::CloudFront::Function", "EdgeConsoleRoutes")
+    assert default["FunctionAssociations"] == [
+        {"EventType": "viewer-request", "FunctionARN": {"Fn::GetAtt": [routes_id, "FunctionARN"]}}
+    ]
+    assert "FunctionAssociations" not in by_path["/assets/*"]
 
 
 # ------------------------------------------------------------------------- operations

@@ -47,6 +47,10 @@ SNAPSHOT_FIELDS = {
     "host_id",
     "parent_session_id",
     "pending_elicitations_count",
+    # what the running turn waits on (the web console's badge and answer forms)
+    "pending_client_calls",
+    "waiting",
+    "has_more_items",  # older items than the snapshot shows exist (page /items)
     "llm_model",
     "harness",
     "context_window",

@@ -316,6 +316,15 @@ def test_items_take_the_seq_of_their_event_and_list_in_order(store: Store) -> No
     assert items[3].response_id == "r"
     assert items[2].type == "function_call"
     assert [i.id for i in store.list_items(session.id, through_seq=4)] == ["i-first", "i-middle"]
+    # newest=N: the last N of the same list, in the same order (a snapshot reads no more than that)
+    assert [i.id for i in store.list_items(session.id, newest=2)] == ["i-last-default", "i-later"]
+    assert [i.id for i in store.list_items(session.id, through_seq=4, newest=1)] == ["i-middle"]
+    assert [i.id for i in store.list_items(session.id, through_seq=5, newest=10)] == [
+        "i-first",
+        "i-middle",
+        "i-last-default",
+    ]
+    assert store.list_items(session.id, newest=0) == []
 
 
 def test_non_ascii_text_round_trips(store: Store) -> None:

@@ -506,8 +506,10 @@ class SessionListQuery(ListQuery):
     ``visibility``: ``all`` (the default) lists live sessions, and archived ones too with
     ``include_archived``; ``archived`` only archived ones; ``mine`` is ``all`` (a principal
     only ever sees its own); ``shared`` is empty (skyloop shares nothing); ``active`` [skyloop]
-    only live ones, whatever ``include_archived`` says. ``kind``, ``project``, ``pinned`` and
-    ``search_query`` are accepted; ``kind=sub_agent`` and ``pinned=true`` list nothing.
+    only live ones, whatever ``include_archived`` says. ``kind``, ``project`` and ``pinned``
+    are accepted; ``kind=sub_agent`` and ``pinned=true`` list nothing. [skyloop] ``search_query``
+    (title words), ``status``, ``label`` and ``waiting`` filter the owner's sessions (the web
+    console's filters and inbox).
     """
 
     agent_name: str | None = Field(default=None, max_length=128)
@@ -518,8 +520,17 @@ class SessionListQuery(ListQuery):
     kind: Literal["default", "sub_agent", "any"] = "default"
     pinned: bool = False
     project: str | None = Field(default=None, max_length=256)
-    search_query: str | None = Field(default=None, max_length=512)
+    search_query: str | None = Field(default=None, max_length=512, description="words the title contains")
     owner: str | None = Field(default=None, max_length=256, description="an admin token may list another's")
+    status: Literal["idle", "running", "failed"] | None = None
+    label: str | None = Field(default=None, max_length=512, description="`key=value`, or `key` for any value")
+    waiting: bool = Field(
+        default=False, description="only sessions whose turn waits on a client call or approval"
+    )
+
+    def filters(self) -> bool:
+        """Whether a filter the store's index cannot answer is set (then the owner's sessions are read)."""
+        return bool(self.status or self.label or (self.search_query or "").strip() or self.waiting)
 
     def archived_filter(self) -> bool | None:
         """The store's ``archived`` argument: False live only, True archived only, None both."""

@@ -320,7 +320,13 @@ def start(  # noqa: C901  (the start-up sequence, one step after another)
     )
     mock_app = mockllm.create_app()
     agent_id, answering = _register_example(url, mock_app) if example_agent else (None, "")
-    app = create_gateway(lambda_hook.direct_invoker(resources.function_arns["api"]), mock_app=mock_app)
+    from skyloop import console
+
+    app = create_gateway(
+        lambda_hook.direct_invoker(resources.function_arns["api"]),
+        mock_app=mock_app,
+        console_dir=console.console_dir(),
+    )
     # Everything built so far (modules, moto's backends and models, botocore's service data: most
     # of the heap) lives as long as the stack; frozen, the collector stops re-scanning it in every
     # full collection (that scan was a tenth of a turn's CPU in this process).
@@ -502,6 +508,14 @@ def serve(
         print(f"skyloop dev: {exc}", file=sys.stderr, flush=True)
         return 2
     print(f"skyloop dev: serving {stack.url}", flush=True)
+    from skyloop import console
+
+    if (console.console_dir() / "index.html").is_file():
+        print(f"  web console:    {stack.url}/", flush=True)
+    else:
+        print(
+            f"  web console:    not built ({console.console_dir()}): run `{console.HOW_TO_BUILD}`", flush=True
+        )
     print(f"  runner id:      {stack.runner_id}", flush=True)
     print(
         f"  example agent:  {EXAMPLE_AGENT} ({stack.example_agent_id}), answering with {stack.example_model}",

@@ -27,16 +27,54 @@ from skyloop.stream.proxy import http_api_event
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
     from starlette.requests import Request
 
 LIVE_PATH = "/v1/live"  # the live channel's WebSocket (the cloud serves it on API Gateway)
 
 
-def create_gateway(invoke_api: Callable[[bytes], tuple[bytes, bool]], *, mock_app: Any = None) -> Starlette:
-    """``invoke_api(payload) -> (body, failed)`` runs the API function (see ``lambda_hook.direct_invoker``)."""
+def console_response(request: Request, root: Path) -> Response:
+    """A file of the web console (see :mod:`skyloop.console`), or a page saying how to build it."""
+    from skyloop import console
+
+    if not (root / "index.html").is_file():
+        text = f"The web console is not built: run `{console.HOW_TO_BUILD}`, then reload.\n"
+        return Response(text, status_code=503, media_type="text/plain")
+    found = console.resolve(root, request.url.path)
+    if found is None:
+        body = {"error": {"code": "not_found", "message": "Not found"}}
+        return Response(json.dumps(body), status_code=404, media_type="application/json")
+    path, cache = found
+    headers = {"Cache-Control": cache, "X-Content-Type-Options": "nosniff"}
+    if path.name == "index.html":
+        headers["Content-Security-Policy"] = console.CONTENT_SECURITY_POLICY
+        headers["X-Frame-Options"] = "DENY"
+        headers["Referrer-Policy"] = "no-referrer"
+    data = b"" if request.method == "HEAD" else path.read_bytes()
+    return Response(data, headers=headers, media_type=console.content_type(path))
+
+
+def create_gateway(
+    invoke_api: Callable[[bytes], tuple[bytes, bool]],
+    *,
+    mock_app: Any = None,
+    console_dir: Path | None = None,
+) -> Starlette:
+    """``invoke_api(payload) -> (body, failed)`` runs the API function (see ``lambda_hook.direct_invoker``).
+
+    With ``console_dir``, GET and HEAD of paths outside the API serve the web console, as
+    the cloud's CloudFront sends them to the console's bucket.
+    """
+    from skyloop import console
 
     async def proxy(request: Request) -> Response:
+        if (
+            console_dir is not None
+            and request.method in ("GET", "HEAD")
+            and not console.is_api_path(request.url.path)
+        ):
+            return await anyio.to_thread.run_sync(console_response, request, console_dir)
         event = http_api_event(request, await request.body())
         raw_out, failed = await anyio.to_thread.run_sync(invoke_api, json.dumps(event).encode())
         out = json.loads(raw_out or b"{}")

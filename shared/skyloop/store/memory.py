@@ -16,7 +16,14 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from skyloop.errors import ConflictError, InvalidInputError, NotFoundError
-from skyloop.models.session import ConversationItem, PendingCall, Session, SessionFile, TaskError, Turn
+from skyloop.models.session import (
+    ConversationItem,
+    PendingCall,
+    Session,
+    SessionFile,
+    TaskError,
+    Turn,
+)
 from skyloop.store import keys, notifier
 from skyloop.store.records import AppendResult, ConditionFailedError, StoredEvent, TokenRecord, TurnDecision
 
@@ -393,16 +400,19 @@ class MemoryStore:
             data.dedupe[key] = int(time.time()) + self.event_ttl_s
             return True
 
-    def list_items(self, session_id: str, *, through_seq: int | None = None) -> list[ConversationItem]:
+    def list_items(
+        self, session_id: str, *, through_seq: int | None = None, newest: int | None = None
+    ) -> list[ConversationItem]:
         with self._lock:
             data = self._sessions.get(session_id)
             if data is None:
                 return []
-            return [
+            found = [
                 item.model_copy(deep=True)
                 for _, item in sorted(data.items.items())
                 if through_seq is None or item.position <= through_seq
             ]
+            return found if newest is None else found[max(0, len(found) - newest) :]
 
     # ----------------------------------------------------------- turns, calls
     def _turn(self, data: _SessionData, response_id: str) -> Turn:

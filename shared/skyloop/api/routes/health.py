@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
-from skyloop import __version__, deps
+from skyloop import __version__, deps, principals
 from skyloop.api import openapi
 from skyloop.api.routes._common import json_response
 
@@ -71,6 +71,7 @@ def server_info() -> Response:
             "agent_install": True,
             "agent_detail": True,
             "agent_config_edit": False,
+            "console": console_config(),
             "branding": {
                 "app_name": "skyloop",
                 "heading": None,
@@ -80,6 +81,53 @@ def server_info() -> Response:
             "live": _live_channel(),
         },
     )
+
+
+def console_config() -> dict[str, Any]:
+    """What the web console needs before sign-in: whether a token is required, and the OIDC issuer.
+
+    ``oidc`` is set when the stack verifies JWTs and names the console's public client
+    (``SKYLOOP_CONSOLE_CLIENT_ID``); the console then runs the authorization-code flow with
+    PKCE against the issuer's discovery document.
+    """
+    settings = deps.get_settings()
+    oidc = None
+    if settings.jwt_issuer and settings.console_client_id:
+        oidc = {
+            "issuer": settings.jwt_issuer,
+            "client_id": settings.console_client_id,
+            "scopes": settings.console_scopes,
+        }
+    return {"auth_required": settings.require_token, "oidc": oidc}
+
+
+@openapi.operation(
+    router, "GET", "/v1/me", summary="Who the caller is: principal and scopes (the web console)"
+)
+def whoami() -> Response:
+    """The console shows read-only controls for a read-only token; this says which the caller holds."""
+    me = principals.current()
+    return json_response(
+        200,
+        {
+            "principal": me.name,
+            "scopes": sorted(me.scopes),
+            "admin": me.is_admin,
+            "can_write": me.can_write,
+            "via": me.via,
+        },
+    )
+
+
+@openapi.operation(
+    router, "GET", "/v1/tool_sets", summary="Client tool sets a client may offer with a message (schemas)"
+)
+def tool_sets() -> Response:
+    """The web console offers these on a message and lets a person type each call's output."""
+    from skyloop.client_tools import available_tool_sets, get_tool_set
+
+    data = [{"name": name, "tools": get_tool_set(name).TOOLS} for name in available_tool_sets()]
+    return json_response(200, {"object": "list", "data": data})
 
 
 def _live_channel() -> dict[str, str] | None:

@@ -165,8 +165,10 @@ def list_child_sessions(session_id: str) -> Response:
 )
 def list_sessions() -> Response:
     q = query(current_event(router), SessionListQuery)
-    found, has_more = sessions.list_sessions(deps.store(), q, owner=principals.list_owner(q.owner))
-    return json_response(200, page([sessions.list_item(s) for s in found], has_more))
+    store = deps.store()
+    found, has_more = sessions.list_sessions(store, q, owner=principals.list_owner(q.owner))
+    rows = [sessions.list_item(s, sessions.attention(store, s)) for s in found]
+    return json_response(200, page(rows, has_more))
 
 
 @openapi.operation(
@@ -229,3 +231,13 @@ def get_session_agent(session_id: str) -> Response:
     store = deps.store()
     session = sessions.get_session(store, session_id)
     return json_response(200, store.get_agent(session.agent_id).to_api())
+
+
+@openapi.operation(
+    router, "GET", "/v1/sessions/<session_id>/usage", summary="Token usage in total and per turn (newest 200)"
+)
+def get_session_usage(session_id: str) -> Response:
+    """The web console's usage chart: one row per turn, from the turn records the model steps count into."""
+    store = deps.store()
+    session = sessions.get_session(store, session_id)
+    return json_response(200, sessions.usage_report(store, session))

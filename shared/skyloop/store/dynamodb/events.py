@@ -438,19 +438,39 @@ class EventLog(TableBase):
             )
         return out, covered, len(raw_items) >= limit or "LastEvaluatedKey" in r
 
-    def list_items(self, session_id: str, *, through_seq: int | None = None) -> list[ConversationItem]:
-        """All items of a session in order, optionally only those published by seq <= ``through_seq``."""
-        rows = self._query_all(
-            {
-                "TableName": self.table,
-                "KeyConditionExpression": "pk = :p AND begins_with(sk, :i)",
-                "ExpressionAttributeValues": {
-                    ":p": codec.attr(keys.session_pk(session_id)),
-                    ":i": codec.attr(keys.ITEM_PREFIX),
-                },
-                "ConsistentRead": True,
-            }
-        )
+    def list_items(
+        self, session_id: str, *, through_seq: int | None = None, newest: int | None = None
+    ) -> list[ConversationItem]:
+        """A session's items in order, optionally only those published by seq <= ``through_seq``.
+
+        ``newest=N`` reads only the last N such items (a descending query that stops once it has
+        them), so a snapshot of a long session reads a page, not the whole history.
+        """
+        query: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :p AND begins_with(sk, :i)",
+            "ExpressionAttributeValues": {
+                ":p": codec.attr(keys.session_pk(session_id)),
+                ":i": codec.attr(keys.ITEM_PREFIX),
+            },
+            "ConsistentRead": True,
+        }
+
+        def visible(attrs: dict[str, Any]) -> bool:
+            return through_seq is None or int(attrs["position"]) <= through_seq
+
+        if newest is None:
+            rows = [a for a in self._query_all(query) if visible(a)]
+        else:
+            rows = []
+            query["ScanIndexForward"] = False
+            while len(rows) < newest:
+                r = self.client.query(**query, Limit=newest - len(rows) + 1)
+                rows.extend(a for a in map(codec.from_item, r.get("Items", [])) if visible(a))
+                if "LastEvaluatedKey" not in r:
+                    break
+                query = {**query, "ExclusiveStartKey": r["LastEvaluatedKey"]}
+            rows = rows[:newest][::-1]
         return [
             ConversationItem(
                 id=attrs["id"],
@@ -461,7 +481,6 @@ class EventLog(TableBase):
                 data=codec.loads(self._text_in(attrs, "data"), {}),
             )
             for attrs in rows
-            if through_seq is None or int(attrs["position"]) <= through_seq
         ]
 
 
