@@ -329,8 +329,11 @@ def stack(
         _stop(proc)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Browser]:
+    """One Chromium for this package only: Playwright's sync API keeps an event loop
+    running on the main thread while it is open, and every later ``asyncio.run`` in the
+    same pytest process (the async client and stream tests) would fail."""
     from playwright.sync_api import sync_playwright
 
     executable = chromium_executable()

@@ -64,7 +64,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     port = _free_port()
     log = tmp_path_factory.mktemp("webhooks") / "dev.log"
     env = {"SKYLOOP_WEBHOOK_RETRY_SCHEDULE": "1,2,4,8,16", "SKYLOOP_TOKEN_CACHE_S": "0", "OPENAI_API_KEY": ""}
-    proc = _start(["dev", "--port", str(port), "--require-token"], log, env)
+    proc = _start(["dev", "--port", str(port), "--require-token", "--ephemeral"], log, env)
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(url, proc, log, "/health")
