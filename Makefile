@@ -5,18 +5,18 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8080
 
-.PHONY: run test node-tools console console-check chromium browser lint typecheck unit integration e2e infra format bench clean synth layer lock
+.PHONY: constraints run test node-tools console console-check chromium browser lint typecheck unit integration e2e infra format bench clean synth layer lock
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-$(VENV)/.local-installed: pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e ".[local]"
+$(VENV)/.local-installed: pyproject.toml constraints.txt | $(PY)
+	$(PY) -m pip install -q -c constraints.txt -e ".[local]"
 	touch $@
 
-$(VENV)/.dev-installed: pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e ".[dev]"
+$(VENV)/.dev-installed: pyproject.toml constraints.txt | $(PY)
+	$(PY) -m pip install -q -c constraints.txt -e ".[dev]"
 	touch $@ $(VENV)/.local-installed
 
 # Node tools the tests run (asl-validator), pinned by package-lock.json; Node and npm come with the machine.
@@ -92,6 +92,12 @@ synth: $(VENV)/.dev-installed $(CONSOLE_DIST)
 ## Python 3.12, with 3.12 bytecode (needs a local python3.12: pyenv install 3.12)
 layer: | $(PY)
 	$(PY) layers/build.py
+
+## constraints: re-pin constraints.txt to the newest releases pyproject allows (then run make test before committing)
+constraints: | $(PY)
+	$(PY) -m venv --clear $(VENV)-fresh && $(VENV)-fresh/bin/pip install -q -e ".[dev]"
+	{ sed -n '1,3p' constraints.txt; $(VENV)-fresh/bin/pip freeze --exclude-editable; } > constraints.new && mv constraints.new constraints.txt
+	rm -rf $(VENV)-fresh
 
 ## lock: re-resolve layers/requirements.txt into layers/requirements.lock and layers/runtime.lock
 lock: $(VENV)/.dev-installed

@@ -11,7 +11,11 @@ import re
 from importlib.metadata import PackageNotFoundError, version
 
 MOTO_MIN = (5, 2, 5)  # the first version tested
-MOTO_BELOW = (5, 3, 0)  # the first version not tested
+MOTO_BELOW = (
+    5,
+    2,
+    6,
+)  # the first version not tested (5.2.6 changed the handler internals the fast path uses)
 MOTO_EXTRAS = "server,dynamodb,stepfunctions,awslambda,iam,s3,secretsmanager"
 
 
@@ -24,7 +28,7 @@ def _dotted(parts: tuple[int, ...]) -> str:
 
 
 def moto_requirement() -> str:
-    return f"moto[{MOTO_EXTRAS}]>={_dotted(MOTO_MIN)},<{_dotted(MOTO_BELOW[:2])}"
+    return f"moto[{MOTO_EXTRAS}]>={_dotted(MOTO_MIN)},<{_dotted(MOTO_BELOW)}"
 
 
 def parse(text: str) -> tuple[int, ...]:
@@ -48,7 +52,7 @@ def check_moto(installed: str | None = None) -> str:
     if not MOTO_MIN <= padded < MOTO_BELOW:
         raise MotoVersionError(
             f"moto {found} is installed, but the local stack is tested with moto >={_dotted(MOTO_MIN)},"
-            f"<{_dotted(MOTO_BELOW[:2])} (it patches moto's internals); install that range: "
+            f"<{_dotted(MOTO_BELOW)} (it patches moto's internals); install that range: "
             f"pip install '{moto_requirement()}'  (or: make .venv/.local-installed)"
         )
     return found
