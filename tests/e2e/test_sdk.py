@@ -378,8 +378,10 @@ def test_a_slow_tool_keeps_its_turn_alive_with_heartbeats_a_silent_client_loses_
 ) -> None:
     from skyloop.client import _turn
 
-    # Given an agent that wants a heartbeat every 2 s while it waits, and a tool that takes 4 s
+    # Given an agent that wants a heartbeat every 2 s while it waits, and a tool that takes 4 s (10 s
+    # without heartbeats: the missed one is noticed on a loaded machine well before the output comes)
     monkeypatch.setattr(_turn, "HEARTBEAT_S", 0.3 if beats else 3600.0)
+    tool_s = 4 if beats else 10
     spec = scripted_agent(
         mock_llm_server_url,
         [{"tool_calls": [{"call_id": "call_slow", "name": "slow", "arguments": "{}"}]}, {"text": "Done."}],
@@ -388,7 +390,7 @@ def test_a_slow_tool_keeps_its_turn_alive_with_heartbeats_a_silent_client_loses_
 
     def slow() -> str:
         """Take its time."""
-        time.sleep(4)
+        time.sleep(tool_s)
         return "ok"
 
     # When the SDK runs the tool
