@@ -93,12 +93,12 @@ def test_create_run_pause_resume_and_delete_a_scheduled_task(page: Page, stack: 
     assert created["next_run_at"][:4] in next_run
 
     try:
-        page.get_by_role("button", name=f"Run {name} now").click()
+        page.get_by_role("button", name=f"Run now: {name}").click()
         page.get_by_role("status").filter(has_text=f"Started a run of {name}.").wait_for()
         history = page.get_by_role("table", name=f"Runs of {name}")
         history.get_by_role("cell").filter(has_text="running").wait_for()
         # a second run now while the first still runs: the 409 as a sentence
-        page.get_by_role("button", name=f"Run {name} now").click()
+        page.get_by_role("button", name=f"Run now: {name}").click()
         alert = page.get_by_role("alert")
         expect(alert).to_have_text(
             f"{name} is already running: run it again once its current run has finished."
@@ -190,7 +190,7 @@ def test_read_only_token_sees_tasks_and_runs_without_controls(page: Page, stack:
         row.get_by_role("cell").filter(has_text="Every hour at :00").wait_for()
         assert page.get_by_role("form", name="New scheduled task").count() == 0
         assert page.get_by_role("button", name="Create task").count() == 0
-        for action in (f"Run {name} now", f"Pause {name}", f"Delete {name}"):
+        for action in (f"Run now: {name}", f"Pause {name}", f"Delete {name}"):
             assert page.get_by_role("button", name=action).count() == 0, action
         page.get_by_role("button", name=f"Runs of {name}").click()
         history = page.get_by_role("table", name=f"Runs of {name}")

@@ -194,7 +194,7 @@ export function SchedulesView() {
       </p>
       {me.can_write && (
         <form
-          class="filters"
+          class="filters task-form"
           aria-label="New scheduled task"
           onSubmit={(event) => {
             event.preventDefault();
@@ -221,6 +221,7 @@ export function SchedulesView() {
               id="st-rrule"
               required
               class="mono"
+              size={34}
               value={form.rrule}
               onInput={set("rrule")}
               aria-describedby="st-rrule-words"
@@ -294,19 +295,23 @@ export function SchedulesView() {
               const rule = describeRule(task.rrule);
               return [
                 <tr key={task.id}>
-                  <td>
+                  <td class="name">
                     {task.name}
                     {task.max_cost_usd !== null && (
                       <div class="hint">at most {formatCost(task.max_cost_usd)} a run</div>
                     )}
                   </td>
                   <td>{agentName(task.agent_id)}</td>
-                  <td title={task.rrule}>{rule ?? <code>{task.rrule}</code>}</td>
+                  <td class="rule" title={task.rrule}>
+                    {rule ?? <code>{task.rrule}</code>}
+                  </td>
                   <td>{task.timezone}</td>
                   <td>
                     <span class={`status ${task.state}`}>{task.state}</span>
                   </td>
-                  <td data-testid="next-run">{task.next_run_at ? whenIn(task.next_run_at, task.timezone) : "—"}</td>
+                  <td class="nowrap" data-testid="next-run">
+                    {task.next_run_at ? whenIn(task.next_run_at, task.timezone) : "—"}
+                  </td>
                   <td>
                     {task.last_run_status ? (
                       <>
@@ -321,7 +326,7 @@ export function SchedulesView() {
                       "never"
                     )}
                   </td>
-                  <td>
+                  <td class="nowrap">
                     <button
                       type="button"
                       class="link"
@@ -336,7 +341,7 @@ export function SchedulesView() {
                         <button
                           type="button"
                           class="link"
-                          aria-label={`Run ${task.name} now`}
+                          aria-label={`Run now: ${task.name}`}
                           onClick={() => void runNow(task)}
                         >
                           Run now
