@@ -144,6 +144,7 @@ def test_create_run_pause_resume_and_delete_a_scheduled_task(page: Page, stack: 
     dialog = page.get_by_role("alertdialog", name=f"Delete {name}?")
     dialog.get_by_role("button", name="Keep it").click()
     dialog.wait_for(state="detached")
+    expect(page.get_by_role("button", name=f"Delete {name}")).to_be_focused()
     assert task(stack, name)["id"] == created["id"]
     page.get_by_role("button", name=f"Delete {name}").click()
     expect(dialog.get_by_role("button", name="Delete task")).to_be_focused()

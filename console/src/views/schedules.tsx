@@ -108,6 +108,7 @@ export function SchedulesView() {
   const [notice, setNotice] = useState<string | null>(null);
   const [error, setError] = useState<string | null>(null);
   const confirmButton = useRef<HTMLButtonElement>(null);
+  const opener = useRef<HTMLElement | null>(null); // the Delete button the confirmation came from
 
   const load = useCallback(async (): Promise<void> => {
     try {
@@ -268,7 +269,14 @@ export function SchedulesView() {
             <button type="button" class="danger" ref={confirmButton} onClick={() => void remove(confirm)}>
               Delete task
             </button>
-            <button type="button" class="secondary" onClick={() => setConfirm(null)}>
+            <button
+              type="button"
+              class="secondary"
+              onClick={() => {
+                setConfirm(null);
+                opener.current?.focus(); // back where the keyboard was
+              }}
+            >
               Keep it
             </button>
           </div>
@@ -369,7 +377,10 @@ export function SchedulesView() {
                           type="button"
                           class="link"
                           aria-label={`Delete ${task.name}`}
-                          onClick={() => setConfirm(task)}
+                          onClick={(event) => {
+                            opener.current = event.currentTarget;
+                            setConfirm(task);
+                          }}
                         >
                           Delete
                         </button>
