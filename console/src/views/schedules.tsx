@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api, request } from "../api";
 import { useApp } from "../app";
 import { errorText } from "../format";
@@ -142,11 +142,15 @@ export function SchedulesView() {
     setError(null);
     await load();
   };
+  const fail = (message: string): void => {
+    setNotice(null);
+    setError(message);
+  };
 
   const create = async (): Promise<void> => {
     const body = taskBody(form);
     if (typeof body === "string") {
-      setError(body);
+      fail(body);
       return;
     }
     try {
@@ -154,7 +158,7 @@ export function SchedulesView() {
       setForm({ ...EMPTY, agent_id: form.agent_id, timezone: form.timezone });
       await done(`Created ${task.name}.`);
     } catch (e) {
-      setError(errorText(e));
+      fail(errorText(e));
     }
   };
   const setState = async (task: ScheduledTask, state: "active" | "paused"): Promise<void> => {
@@ -162,7 +166,7 @@ export function SchedulesView() {
       await api<ScheduledTask>(`/v1/scheduled-tasks/${task.id}`, { method: "PATCH", json: { state } });
       await done(state === "paused" ? `Paused ${task.name}.` : `Resumed ${task.name}.`);
     } catch (e) {
-      setError(errorText(e));
+      fail(errorText(e));
     }
   };
   const runNow = async (task: ScheduledTask): Promise<void> => {
@@ -171,8 +175,7 @@ export function SchedulesView() {
       setOpen(task.id); // its history shows the run and, once it has one, its session
       await done(`Started a run of ${task.name}.`);
     } catch (e) {
-      setNotice(null);
-      setError(runNowError(e, task.name));
+      fail(runNowError(e, task.name));
     }
   };
   const remove = async (task: ScheduledTask): Promise<void> => {
@@ -182,11 +185,12 @@ export function SchedulesView() {
       if (open === task.id) setOpen(null);
       await done(`Deleted ${task.name}.`);
     } catch (e) {
-      setError(errorText(e));
+      fail(errorText(e));
     }
   };
 
   const words = describeRule(form.rrule);
+  const zoneNames = useMemo(zones, []);
   return (
     <section>
       <h1>Schedules</h1>
@@ -235,7 +239,7 @@ export function SchedulesView() {
             <label htmlFor="st-zone">Time zone</label>
             <input id="st-zone" required list="st-zones" value={form.timezone} onInput={set("timezone")} />
             <datalist id="st-zones">
-              {zones().map((z) => (
+              {zoneNames.map((z) => (
                 <option key={z} value={z} />
               ))}
             </datalist>
