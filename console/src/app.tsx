@@ -6,6 +6,7 @@ import { navigate, onLinkClick, parse, useLocation } from "./router";
 import type { ConsoleConfig, Me, Page, ServerInfo, SessionRow } from "./types";
 import { AgentView, AgentsView } from "./views/agents";
 import { SessionView } from "./views/session";
+import { SchedulesView } from "./views/schedules";
 import { InboxView, SessionsView } from "./views/sessions";
 import { WebhooksView } from "./views/webhooks";
 
@@ -102,6 +103,7 @@ export function App() {
       session: "Session",
       agents: "Agents",
       agent: "Agent",
+      schedules: "Schedules",
       webhooks: "Webhooks",
     };
     document.title = `${titles[route.name] ?? "skyloop"} · skyloop console`;
@@ -165,6 +167,9 @@ export function App() {
           <NavLink href="/agents" current={route.name === "agents" || route.name === "agent"}>
             Agents
           </NavLink>
+          <NavLink href="/schedules" current={route.name === "schedules"}>
+            Schedules
+          </NavLink>
           <NavLink href="/webhooks" current={route.name === "webhooks"}>
             Webhooks
           </NavLink>
@@ -186,6 +191,7 @@ export function App() {
         {route.name === "session" && <SessionView key={route.id} id={route.id} />}
         {route.name === "agents" && <AgentsView />}
         {route.name === "agent" && <AgentView key={route.id} id={route.id} />}
+        {route.name === "schedules" && <SchedulesView />}
         {route.name === "webhooks" && <WebhooksView />}
         {(route.name === "not_found" || route.name === "callback") && (
           <section>

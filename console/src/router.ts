@@ -9,6 +9,7 @@ export type Route =
   | { name: "session"; id: string }
   | { name: "agents" }
   | { name: "agent"; id: string }
+  | { name: "schedules" }
   | { name: "webhooks" }
   | { name: "callback" }
   | { name: "not_found" };
@@ -21,6 +22,7 @@ export function parse(pathname: string): Route {
   if (parts[0] === "sessions" && parts.length === 2 && parts[1]) return { name: "session", id: parts[1] };
   if (parts[0] === "agents" && parts.length === 1) return { name: "agents" };
   if (parts[0] === "agents" && parts.length === 2 && parts[1]) return { name: "agent", id: parts[1] };
+  if (parts[0] === "schedules" && parts.length === 1) return { name: "schedules" };
   if (parts[0] === "webhooks" && parts.length === 1) return { name: "webhooks" };
   if (parts[0] === "oidc" && parts[1] === "callback") return { name: "callback" };
   return { name: "not_found" };

@@ -138,3 +138,49 @@ export interface StreamEvent {
   type: string;
   data: Record<string, unknown>;
 }
+
+export type TaskState = "active" | "paused";
+export type RunStatus = "scheduled" | "running" | "succeeded" | "failed" | "skipped" | "missed";
+
+/** /v1/scheduled-tasks (docs/schedules.md): ``next_run_at`` is ISO 8601 in the task's zone, null while paused. */
+export interface ScheduledTask {
+  id: string;
+  name: string;
+  prompt: string;
+  rrule: string;
+  agent_id: string;
+  timezone: string;
+  state: TaskState;
+  created_at: number;
+  updated_at: number | null;
+  max_cost_usd: number | null;
+  overlap: "skip" | "allow";
+  next_run_at: string | null;
+  last_run_at: number | null;
+  last_run_status: RunStatus | null;
+  last_run_id: string | null;
+  last_run_conversation_id: string | null;
+}
+
+export interface ScheduledRun {
+  id: string;
+  scheduled_task_id: string;
+  status: RunStatus;
+  trigger: "schedule" | "manual" | "catch_up";
+  scheduled_at: number;
+  fired_at: number | null;
+  finished_at: number | null;
+  conversation_id: string | null;
+  error_code: string | null;
+  error: string | null;
+  cost_usd: number | null;
+}
+
+/** POST /v1/scheduled-tasks/{id}/run (202). */
+export interface RunStarted {
+  triggered: boolean;
+  id: string;
+  run_id: string;
+  status: RunStatus;
+  conversation_id: string | null;
+}

@@ -7,6 +7,8 @@ describe("routes", () => {
     expect(parse("/inbox")).toEqual({ name: "inbox" });
     expect(parse("/sessions/abc")).toEqual({ name: "session", id: "abc" });
     expect(parse("/agents/x%20y")).toEqual({ name: "agent", id: "x y" });
+    expect(parse("/schedules")).toEqual({ name: "schedules" });
+    expect(parse("/schedules/x")).toEqual({ name: "not_found" });
     expect(parse("/oidc/callback")).toEqual({ name: "callback" });
     expect(parse("/sessions/a/b")).toEqual({ name: "not_found" });
   });

@@ -343,6 +343,32 @@ def test_fork_export_and_files(page: Page, stack: Stack, tmp_path) -> None:
     page.locator("[data-kind=assistant]").filter(has_text="forkable answer").wait_for()
 
 
+def scheduled_tasks(stack: Stack) -> list[tuple[str, str]]:
+    """Three tasks of the example agent (one run now and succeeded, one paused): (id, name) each."""
+    tag = uid()
+    specs = [
+        ("Morning alerts summary", "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR;BYHOUR=9;BYMINUTE=0", "Europe/Berlin"),
+        ("Monthly cost report", "FREQ=MONTHLY;BYDAY=1MO;BYHOUR=8", "America/New_York"),
+        ("Twice a year cleanup", "FREQ=YEARLY;BYMONTH=1,7;BYMONTHDAY=1;BYHOUR=6", "UTC"),
+    ]
+    made: list[tuple[str, str]] = []
+    with stack.client() as c:
+        agents = c.get("/v1/agents?scope=user&limit=100").json()["data"]
+        coder = next(a["id"] for a in agents if a["name"] == "coder")
+        for name, rule, zone in specs:
+            body = {"name": f"{name} {tag}", "agent_id": coder, "prompt": "read calculator.py", "rrule": rule}
+            r = c.post("/v1/scheduled-tasks", json={**body, "timezone": zone})
+            assert r.status_code == 200, r.text
+            made.append((r.json()["id"], body["name"]))
+        c.patch(f"/v1/scheduled-tasks/{made[1][0]}", json={"state": "paused"}).raise_for_status()
+        assert c.post(f"/v1/scheduled-tasks/{made[0][0]}/run").status_code == 202
+        deadline = time.monotonic() + 30
+        while c.get(f"/v1/scheduled-tasks/{made[0][0]}/runs").json()["runs"][0]["status"] != "succeeded":
+            assert time.monotonic() < deadline, "the run never succeeded"
+            time.sleep(0.2)
+    return made
+
+
 def test_every_screen_has_no_serious_accessibility_violation(page: Page, stack: Stack) -> None:
     model = f"mock-a11y-{uid()}"
     tool = {"type": "lambda", "function": "smoke_echo", "description": "Echo", "approval": "required"}
@@ -392,6 +418,19 @@ def test_every_screen_has_no_serious_accessibility_violation(page: Page, stack: 
     screenshot(page, "webhooks")
     page.get_by_role("button", name=f"Delete webhook {hook}").click()
     page.get_by_role("row").filter(has_text=hook).wait_for(state="detached")
+    tasks = scheduled_tasks(stack)
+    page.get_by_role("link", name="Schedules", exact=True).click()
+    page.get_by_role("button", name=f"Runs of {tasks[0][1]}").click()
+    history = page.get_by_role("table", name=f"Runs of {tasks[0][1]}")
+    history.get_by_role("cell", name="succeeded").first.wait_for()
+    found["schedules"] = axe(page)
+    screenshot(page, "schedules")
+    page.get_by_role("button", name=f"Delete {tasks[0][1]}").click()
+    page.get_by_role("alertdialog").wait_for()
+    found["schedules (delete)"] = axe(page)
+    with stack.client() as c:
+        for task_id, _ in tasks:
+            c.delete(f"/v1/scheduled-tasks/{task_id}").raise_for_status()
     stack.release_gate()
     assert {screen: v for screen, v in found.items() if v} == {}
 
