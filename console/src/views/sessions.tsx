@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useState } from "preact/hooks";
+import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { api, query } from "../api";
 import { useApp } from "../app";
 import { errorText, when } from "../format";
@@ -83,12 +83,18 @@ export function SessionsView() {
   const [error, setError] = useState<string | null>(null);
   const after = cursors[cursors.length - 1] ?? null;
 
+  // Only the newest request may fill the page: an older one (the unfiltered first load, a refresh)
+  // answering after a filter or page change would show rows whose cursor belongs to another listing.
+  const latest = useRef(0);
   const load = useCallback(async (): Promise<void> => {
+    const ticket = ++latest.current;
     try {
-      setPage(await api<Page<SessionRow>>(`/v1/sessions${query({ ...applied, after, limit: PAGE_SIZE })}`));
+      const answer = await api<Page<SessionRow>>(`/v1/sessions${query({ ...applied, after, limit: PAGE_SIZE })}`);
+      if (ticket !== latest.current) return;
+      setPage(answer);
       setError(null);
     } catch (e) {
-      setError(errorText(e));
+      if (ticket === latest.current) setError(errorText(e));
     }
   }, [applied, after]);
 
