@@ -223,3 +223,118 @@ def list_turn_items(session_id: str, turn_id: str) -> Response:
         200,
         _service().list_items(session_id, after=q.after, limit=q.limit, order=q.order, turn_id=turn_id),
     )
+
+
+# --------------------------------------------------------------------------- automations
+def _automations() -> Any:
+    from skyloop.openai_compat import automations
+
+    return automations
+
+
+def _named_body(model: type[BaseModel], what: str) -> Any:
+    """The body validated as ``model``; a 400 whose ``param`` names the field at fault."""
+    from skyloop.schedules.requests import parse
+
+    return parse(model, request(router).json_object(required=False), what=what)
+
+
+A = P + "/automations"
+
+
+@openapi.operation(router, "POST", A, summary="OpenAI Agents API: create an automation", status=200)
+def create_automation() -> Response:
+    from skyloop.openai_compat.requests import AutomationCreate
+
+    return json_response(200, _automations().create(_named_body(AutomationCreate, "automation")))
+
+
+@openapi.operation(router, "GET", A, summary="OpenAI Agents API: list automations", status=200)
+def list_automations() -> Response:
+    from skyloop.openai_compat.requests import AutomationListQuery
+
+    q, _ = _query(AutomationListQuery)
+    return json_response(
+        200,
+        _automations().list_automations(after=q.after, limit=q.limit, order=q.order, session_id=q.session_id),
+    )
+
+
+@openapi.operation(
+    router, "GET", A + "/<automation_id>", summary="OpenAI Agents API: retrieve an automation", status=200
+)
+def get_automation(automation_id: str) -> Response:
+    return json_response(200, _automations().retrieve(automation_id))
+
+
+@openapi.operation(
+    router, "POST", A + "/<automation_id>", summary="OpenAI Agents API: update an automation", status=200
+)
+def update_automation(automation_id: str) -> Response:
+    from skyloop.openai_compat.requests import AutomationUpdate
+
+    body = _named_body(AutomationUpdate, "automation update")
+    return json_response(200, _automations().update(automation_id, body))
+
+
+@openapi.operation(
+    router, "DELETE", A + "/<automation_id>", summary="OpenAI Agents API: delete an automation", status=200
+)
+def delete_automation(automation_id: str) -> Response:
+    return json_response(200, _automations().delete(automation_id))
+
+
+@openapi.operation(
+    router, "POST", A + "/<automation_id>/pause", summary="OpenAI Agents API: pause an automation", status=200
+)
+def pause_automation(automation_id: str) -> Response:
+    return json_response(200, _automations().set_state(automation_id, "paused"))
+
+
+@openapi.operation(
+    router,
+    "POST",
+    A + "/<automation_id>/resume",
+    summary="OpenAI Agents API: resume an automation",
+    status=200,
+)
+def resume_automation(automation_id: str) -> Response:
+    return json_response(200, _automations().set_state(automation_id, "active"))
+
+
+@openapi.operation(
+    router,
+    "POST",
+    A + "/<automation_id>/invocations",
+    summary="OpenAI Agents API: invoke an automation now",
+    status=200,
+)
+def invoke_automation(automation_id: str) -> Response:
+    return json_response(200, _automations().invoke(automation_id))
+
+
+@openapi.operation(
+    router,
+    "GET",
+    A + "/<automation_id>/invocations",
+    summary="OpenAI Agents API: an automation's invocations",
+    status=200,
+)
+def list_invocations(automation_id: str) -> Response:
+    from skyloop.openai_compat.requests import ListQuery
+
+    q, _ = _query(ListQuery)
+    return json_response(
+        200, _automations().list_invocations(automation_id, after=q.after, limit=q.limit, order=q.order)
+    )
+
+
+@openapi.operation(
+    router,
+    "GET",
+    A + "/<automation_id>/invocations/<invocation_id>",
+    summary="OpenAI Agents API: one invocation",
+    status=200,
+)
+def get_invocation(automation_id: str, invocation_id: str) -> Response:
+    return json_response(200, _automations().get_invocation(automation_id, invocation_id))
