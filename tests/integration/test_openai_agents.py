@@ -116,3 +116,11 @@ def test_automation_invocation_completes_a_turn(target: Target) -> None:
 
 def test_async_automations(target: Target) -> None:
     asyncio.run(scenarios.async_automations(target))
+
+
+def test_webhook_endpoints(target: Target) -> None:
+    scenarios.webhook_endpoints(target)
+
+
+def test_async_webhook_endpoints(target: Target) -> None:
+    asyncio.run(scenarios.async_webhook_endpoints(target))

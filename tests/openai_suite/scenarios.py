@@ -489,10 +489,15 @@ def automations_crud(target: Target) -> None:
     assert once.type == "once"
     assert once.status == "active"
 
-    listed = [a.id for a in automations.list(limit=1)]  # auto-paging, one per page
+    everything = list(automations.list(limit=1))  # auto-paging, one per page
+    listed = [a.id for a in everything]
     assert created.id in listed
     assert once.id in listed
-    assert listed.index(once.id) < listed.index(created.id)  # newest first
+    assert len(set(listed)) == len(listed)
+    stamps = [a.created_at for a in everything]
+    assert stamps == sorted(stamps, reverse=True)  # newest first
+    oldest_first = [a.id for a in automations.list(limit=2, order="asc")]
+    assert oldest_first == list(reversed(listed))
 
     paused = automations.pause(created.id)
     assert paused.status == "paused"
@@ -625,4 +630,113 @@ async def async_automations(target: Target) -> None:
     assert listed == [invocation.id]
     assert created.id in [a.id async for a in automations.list(limit=1)]
     assert (await automations.delete(created.id)).deleted is True
+    await client.close()
+
+
+# --------------------------------------------------------------------------- webhook endpoints
+def webhook_endpoints(target: Target) -> None:
+    """``client.webhooks``: create (the secret once), retrieve, update, list, rotate, test, delete, event types."""
+    from tests.webhook_receiver import WebhookReceiver
+
+    client = target.client()
+    hooks = client.webhooks
+    types = hooks.event_types.list()
+    assert types.object == "list"
+    assert types.data == [
+        "agent.session.created",
+        "agent.session.in_progress",
+        "agent.session.action_required",
+        "agent.session.idle",
+        "agent.session.failed",
+    ]
+    with WebhookReceiver() as receiver:
+        created = hooks.create(name="sessions", url=receiver.url, event_types=["agent.session.idle"])
+        assert created.object == "webhook_endpoint"
+        assert created.signing_secret.startswith("whsec_")
+        assert created.signing_secret_hint
+        assert created.event_types == ["agent.session.idle"]
+        got = hooks.retrieve(created.id)
+        assert (got.name, got.url, got.event_types) == ("sessions", receiver.url, ["agent.session.idle"])
+        assert "signing_secret" not in got.model_dump()
+        updated = hooks.update(
+            created.id, name="renamed", event_types=["agent.session.idle", "agent.session.failed"]
+        )
+        assert (updated.name, updated.event_types) == (
+            "renamed",
+            ["agent.session.idle", "agent.session.failed"],
+        )
+        assert created.id in [e.id for e in hooks.list(limit=1)]
+
+        tested = hooks.test(created.id, event_type="agent.session.idle")
+        assert (tested.object, tested.success, tested.status_code) == ("webhook_endpoint.test", True, 200)
+        assert tested.webhook_endpoint_id == created.id
+        sample = receiver.wait_for("agent.session.idle")
+        event = client.webhooks.unwrap(sample.body, sample.headers, secret=created.signing_secret)
+        assert event.type == "agent.session.idle"
+        with pytest.raises(openai.InvalidWebhookSignatureError):
+            client.webhooks.unwrap(sample.body, sample.headers, secret="whsec_" + "A" * 44)
+
+        rotated = hooks.rotate_secret(created.id)
+        assert rotated.signing_secret != created.signing_secret
+        hooks.test(created.id, event_type="agent.session.failed")
+        again = receiver.wait_for("agent.session.failed")
+        assert client.webhooks.unwrap(again.body, again.headers, secret=rotated.signing_secret).type == (
+            "agent.session.failed"
+        )
+
+        for bad, param in (
+            (
+                lambda: hooks.create(name="x", url=receiver.url, event_types=["batch.completed"]),
+                "event_types",
+            ),
+            (lambda: hooks.create(name="x", url=receiver.url, event_types=["no.such"]), "event_types"),  # type: ignore[list-item]
+            (
+                lambda: hooks.create(name="x", url="ftp://example.com", event_types=["agent.session.idle"]),
+                None,
+            ),
+        ):
+            with pytest.raises(openai.BadRequestError) as err:
+                bad()
+            if param:
+                assert err.value.body["param"] == param  # type: ignore[index]
+        deleted = hooks.delete(created.id)
+        assert (deleted.id, deleted.deleted, deleted.object) == (created.id, True, "webhook_endpoint.deleted")
+        with pytest.raises(openai.NotFoundError):
+            hooks.retrieve(created.id)
+
+
+def webhook_delivered_on_turn(target: Target) -> None:
+    """A turn's ``agent.session.idle`` reaches the endpoint and verifies with ``client.webhooks.unwrap``."""
+    from tests.webhook_receiver import WebhookReceiver
+
+    client = target.client()
+    with WebhookReceiver() as receiver:
+        endpoint = client.webhooks.create(
+            name="turns", url=receiver.url, event_types=["agent.session.created", "agent.session.idle"]
+        )
+        session = new_session(client, scripted_agent(target, TEXT_SCRIPT), input="report")
+        wait_idle(client, session.id)
+        events: dict[str, Any] = {}
+        for kind in ("agent.session.created", "agent.session.idle"):
+            received = receiver.wait_for(kind, session_id=session.id)
+            events[kind] = client.webhooks.unwrap(
+                received.body, received.headers, secret=endpoint.signing_secret
+            )
+            assert events[kind].type == kind
+            assert events[kind].id == received.webhook_id
+        idle = events["agent.session.idle"]
+        assert idle.data.environment_type == "self_hosted"  # the session has a workspace
+        assert events["agent.session.created"].data.environment_type == "self_hosted"
+        client.webhooks.delete(endpoint.id)
+
+
+async def async_webhook_endpoints(target: Target) -> None:
+    client = target.async_client()
+    created = await client.webhooks.create(
+        name="async", url="http://127.0.0.1:9/hook", event_types=["agent.session.failed"]
+    )
+    assert (await client.webhooks.retrieve(created.id)).name == "async"
+    assert created.id in [e.id async for e in client.webhooks.list()]
+    assert (await client.webhooks.event_types.list()).data[0] == "agent.session.created"
+    assert (await client.webhooks.delete(created.id)).deleted is True
     await client.close()

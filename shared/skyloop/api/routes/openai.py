@@ -338,3 +338,81 @@ def list_invocations(automation_id: str) -> Response:
 )
 def get_invocation(automation_id: str, invocation_id: str) -> Response:
     return json_response(200, _automations().get_invocation(automation_id, invocation_id))
+
+
+# ------------------------------------------------------------------------ webhook endpoints
+def _endpoints() -> Any:
+    from skyloop.openai_compat import webhook_endpoints
+
+    return webhook_endpoints
+
+
+W = "/openai/v1/webhook_endpoints"
+
+
+@openapi.operation(router, "POST", W, summary="OpenAI API: create a webhook endpoint", status=200)
+def create_webhook_endpoint() -> Response:
+    m = _endpoints()
+    return json_response(200, m.create(_named_body(m.EndpointCreate, "webhook endpoint")))
+
+
+@openapi.operation(router, "GET", W, summary="OpenAI API: list webhook endpoints", status=200)
+def list_webhook_endpoints() -> Response:
+    m = _endpoints()
+    q, _ = _query(m.EndpointListQuery)
+    return json_response(200, m.list_endpoints(after=q.after, limit=q.limit))
+
+
+@openapi.operation(
+    router, "GET", W + "/<endpoint_id>", summary="OpenAI API: retrieve a webhook endpoint", status=200
+)
+def get_webhook_endpoint(endpoint_id: str) -> Response:
+    return json_response(200, _endpoints().retrieve(endpoint_id))
+
+
+@openapi.operation(
+    router, "POST", W + "/<endpoint_id>", summary="OpenAI API: update a webhook endpoint", status=200
+)
+def update_webhook_endpoint(endpoint_id: str) -> Response:
+    m = _endpoints()
+    return json_response(200, m.update(endpoint_id, _named_body(m.EndpointUpdate, "webhook endpoint update")))
+
+
+@openapi.operation(
+    router, "DELETE", W + "/<endpoint_id>", summary="OpenAI API: delete a webhook endpoint", status=200
+)
+def delete_webhook_endpoint(endpoint_id: str) -> Response:
+    return json_response(200, _endpoints().delete(endpoint_id))
+
+
+@openapi.operation(
+    router,
+    "POST",
+    W + "/<endpoint_id>/rotate_secret",
+    summary="OpenAI API: rotate a webhook endpoint's signing secret",
+    status=200,
+)
+def rotate_webhook_endpoint_secret(endpoint_id: str) -> Response:
+    m = _endpoints()
+    return json_response(200, m.rotate(endpoint_id, _named_body(m.RotateSecret, "rotation")))
+
+
+@openapi.operation(
+    router,
+    "POST",
+    W + "/<endpoint_id>/test",
+    summary="OpenAI API: send a sample event to a webhook endpoint",
+    status=200,
+)
+def test_webhook_endpoint(endpoint_id: str) -> Response:
+    m = _endpoints()
+    return json_response(200, m.send_test(endpoint_id, _named_body(m.SendTest, "webhook test")))
+
+
+@openapi.operation(
+    router, "GET", "/openai/v1/webhook_event_types", summary="OpenAI API: the webhook event types", status=200
+)
+def list_webhook_event_types() -> Response:
+    from skyloop.lifecycle_events.models import EVENT_TYPES
+
+    return json_response(200, {"object": "list", "data": list(EVENT_TYPES)})
