@@ -46,6 +46,17 @@ class Target:
             _strict_response_validation=True,
         )
 
+    def newest_agent(self) -> str:
+        """The id of the newest agent version of ``/v1/agents`` (inline agents included)."""
+        r = httpx.get(
+            f"{self.base_url}/v1/agents",
+            params={"limit": 1, "order": "desc"},
+            headers={"Authorization": f"Bearer {self.token}"},
+            timeout=30,
+        )
+        assert r.status_code == 200, r.text
+        return str(r.json()["data"][0]["id"])
+
     def register(self, spec: dict[str, Any]) -> str:
         """Register a skyloop agent through skyloop's own ``/v1/agents``; its id."""
         r = httpx.post(
@@ -533,6 +544,32 @@ def automations_crud(target: Target) -> None:
     assert err.value.body["param"] == "expression"  # type: ignore[index]
     assert len(list(automations.list(limit=100))) == before  # nothing written
     assert automations.retrieve(created.id).expression == "*/30 8-18 * * *"
+
+    # an inline agent: registered with the automation (not an agent of agents.list), shown in its target
+    newest_before = target.newest_agent()
+    with pytest.raises(openai.BadRequestError):  # a refused automation registers no inline agent
+        automations.create(
+            type="periodic",
+            name="bad inline",
+            expression="0 9 1 * MON",
+            timezone="UTC",
+            target={**_new_session_target(agent_id), "agent_id": None, "agent": {"model": "gpt-4.1-mini"}},  # type: ignore[typeddict-item]
+        )
+    assert target.newest_agent() == newest_before
+    inline_target = {k: v for k, v in _new_session_target(agent_id).items() if k != "agent_id"}
+    inline = automations.create(
+        type="periodic",
+        name="Inline",
+        expression="0 7 * * *",
+        timezone="UTC",
+        target={**inline_target, "agent": {"model": "gpt-4.1-mini", "instructions": "Be brief."}},  # type: ignore[typeddict-item]
+    )
+    assert inline.target.type == "new_session"
+    assert inline.target.agent_id is None
+    assert inline.target.agent is not None
+    assert (inline.target.agent.model, inline.target.agent.instructions) == ("gpt-4.1-mini", "Be brief.")
+    assert inline.id not in [a.id for a in client.beta.agents.list(limit=100)]
+    automations.delete(inline.id)
 
     session = new_session(client, agent_id)
     follow_up = automations.create(
