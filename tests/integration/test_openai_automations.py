@@ -63,6 +63,12 @@ def test_a_periodic_automation_is_a_cron_schedule_in_its_zone_and_pause_disables
     assert v1.status == 200, v1.body
     assert api.get(f"{A}/{v1.body['id']}").status == 404
     assert v1.body["id"] not in [a["id"] for a in api.get(A).body["data"]]
+    # the automation is a /v1 scheduled task too: listed there, its state editable, its rule not
+    as_task = api.get(f"/v1/scheduled-tasks/{automation['id']}").body
+    assert (as_task["origin"], as_task["rrule"]) == ("openai_automation", task.rrule)
+    edit = api.patch_json(f"/v1/scheduled-tasks/{automation['id']}", {"rrule": "FREQ=HOURLY"})
+    assert (edit.status, edit.body["error"]["param"]) == (400, "rrule")
+    assert api.get(f"{A}/{automation['id']}").body["expression"] == "30 8 * * MON-FRI"
     assert api.post_json(f"{A}/{automation['id']}/pause", {}).body["status"] == "paused"
     assert _schedule(automation["id"])["State"] == "DISABLED"  # type: ignore[index]
     assert api.post_json(f"{A}/{automation['id']}/resume", {}).body["status"] == "active"
