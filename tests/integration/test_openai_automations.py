@@ -118,3 +118,33 @@ def test_a_once_automation_fires_once_runs_its_target_and_completes(aws: Stack, 
     assert [i["content"][0]["text"] for i in items] == ["Summarize the night.", "Night summarized."]
     session = api.get(f"/openai/v1/agents/sessions/{session_id}").body
     assert session["metadata"]["kind"] == "nightly"
+
+
+def test_an_automation_whose_session_is_gone_pauses_saying_why(aws: Stack, api: Api) -> None:
+    agent = aws.register_agent(aws.mock_llm.script({"text": "done"}))
+    session = api.post_json(
+        "/openai/v1/agents/sessions",
+        {"environment": {"type": "self_hosted", "workspace_directory": "/w"}, "agent_id": agent.id},
+    )
+    assert session.status == 200, session.body
+    target = {"type": "existing_session", "session_id": session.body["id"], "instructions": "news?"}
+    automation = _create(
+        api,
+        {
+            "type": "periodic",
+            "name": "nudge",
+            "expression": "*/5 * * * *",
+            "timezone": "UTC",
+            "target": target,
+        },
+    )
+    assert automation["pause_reason"] is None
+    assert api.call("DELETE", f"/openai/v1/agents/sessions/{session.body['id']}").status == 200
+    fired = _fire(aws, automation["id"], -(-int(time.time()) // 300) * 300)
+    assert fired["status"] == "failed"
+    paused = api.get(f"{A}/{automation['id']}").body
+    assert (paused["status"], paused["pause_reason"]) == ("paused", "target_session_failed")
+    invocation = api.get(f"{A}/{automation['id']}/invocations").body["data"][0]
+    assert (invocation["status"], invocation["error"]["code"]) == ("failed", "session_not_found")
+    resumed = api.post_json(f"{A}/{automation['id']}/resume", {}).body
+    assert (resumed["status"], resumed["pause_reason"]) == ("active", None)

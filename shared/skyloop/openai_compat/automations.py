@@ -317,6 +317,10 @@ def set_state(automation_id: str, state: str) -> dict[str, Any]:
     if task.state != state:
         body = UpdateScheduledTaskRequest.model_validate({"state": state})
         task = tasks.update(store, deps.schedules(), task, body)
+    if state == "active" and (task.automation or {}).get("pause_reason"):
+        cleared = task.model_copy(update={"automation": {**(task.automation or {}), "pause_reason": None}})
+        if store.replace_scheduled_task(cleared, revision=task.revision):
+            task = cleared.model_copy(update={"revision": task.revision + 1})
     return view(store, task)
 
 
@@ -441,7 +445,7 @@ def view(store: Store, task: ScheduledTask) -> dict[str, Any]:
         "status": status_of(task),
         "target": target_view(store, task),
         "type": auto.get("type", "periodic"),
-        "pause_reason": None,
+        "pause_reason": auto.get("pause_reason") if task.state == "paused" else None,
     }
     if out["type"] == "periodic":
         out.update(

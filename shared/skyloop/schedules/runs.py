@@ -159,6 +159,8 @@ def start_run(
     try:
         agent = targets.agent_for(store, task)
     except targets.TargetGone as exc:
+        if exc.run_code == "session_not_found":
+            targets.pause_for_lost_session(store, task, now)
         return _end(store, record, "failed", exc.run_code, exc.message, now)
     try:
         started = targets.open_and_post(store, turns, task, agent, record, settings)

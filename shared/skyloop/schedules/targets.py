@@ -92,6 +92,21 @@ def agent_for(store: Store, task: ScheduledTask) -> Agent:
     return agent
 
 
+def pause_for_lost_session(store: Store, task: ScheduledTask, now: int) -> None:
+    """An automation whose target session is gone pauses (OpenAI's ``pause_reason: target_session_failed``)
+    rather than failing every occurrence; a fire of a paused task runs nothing, resuming re-arms it."""
+    for _ in range(5):
+        current = store.get_scheduled_task(task.id)
+        if current is None or current.state == "paused":
+            return
+        automation = {**(current.automation or {}), "pause_reason": "target_session_failed"}
+        paused = current.model_copy(
+            update={"state": "paused", "next_run_at": None, "automation": automation, "updated_at": now}
+        )
+        if store.replace_scheduled_task(paused, revision=current.revision):
+            return
+
+
 def open_and_post(
     store: Store, turns: TurnEngine, task: ScheduledTask, agent: Agent, run: ScheduledRun, settings: Settings
 ) -> ScheduledRun:
