@@ -148,3 +148,6 @@ def test_an_automation_whose_session_is_gone_pauses_saying_why(aws: Stack, api: 
     assert (invocation["status"], invocation["error"]["code"]) == ("failed", "session_not_found")
     resumed = api.post_json(f"{A}/{automation['id']}/resume", {}).body
     assert (resumed["status"], resumed["pause_reason"]) == ("active", None)
+    # paused by hand later: no reason of the service's
+    again = api.post_json(f"{A}/{automation['id']}/pause", {}).body
+    assert (again["status"], again["pause_reason"]) == ("paused", None)
