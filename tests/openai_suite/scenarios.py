@@ -768,12 +768,20 @@ def webhook_delivered_on_turn(target: Target) -> None:
 
 
 async def async_webhook_endpoints(target: Target) -> None:
+    from tests.webhook_receiver import WebhookReceiver
+
     client = target.async_client()
-    created = await client.webhooks.create(
-        name="async", url="http://127.0.0.1:9/hook", event_types=["agent.session.failed"]
-    )
-    assert (await client.webhooks.retrieve(created.id)).name == "async"
-    assert created.id in [e.id async for e in client.webhooks.list()]
-    assert (await client.webhooks.event_types.list()).data[0] == "agent.session.created"
-    assert (await client.webhooks.delete(created.id)).deleted is True
+    with WebhookReceiver() as receiver:
+        created = await client.webhooks.create(
+            name="async", url=receiver.url, event_types=["agent.session.failed"]
+        )
+        assert (await client.webhooks.retrieve(created.id)).name == "async"
+        assert created.id in [e.id async for e in client.webhooks.list()]
+        assert (await client.webhooks.event_types.list()).data[0] == "agent.session.created"
+        tested = await client.webhooks.test(created.id, event_type="agent.session.failed")
+        assert tested.status_code == 200
+        received = receiver.wait_for("agent.session.failed")
+        event = client.webhooks.unwrap(received.body, received.headers, secret=created.signing_secret)
+        assert (event.type, event.id) == ("agent.session.failed", received.webhook_id)
+        assert (await client.webhooks.delete(created.id)).deleted is True
     await client.close()
