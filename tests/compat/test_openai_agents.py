@@ -68,3 +68,27 @@ def test_cancel_while_parked(target: Target) -> None:
 
 def test_async_client(target: Target) -> None:
     asyncio.run(scenarios.async_client(target))
+
+
+def test_automations_crud_pause_resume(target: Target) -> None:
+    scenarios.automations_crud(target)
+
+
+def test_automation_invocation_completes_a_turn(target: Target) -> None:
+    scenarios.automation_invocation(target)
+
+
+def test_async_automations(target: Target) -> None:
+    asyncio.run(scenarios.async_automations(target))
+
+
+def test_webhook_endpoints(target: Target) -> None:
+    scenarios.webhook_endpoints(target)
+
+
+def test_a_delivered_webhook_verifies_with_unwrap(target: Target) -> None:
+    scenarios.webhook_delivered_on_turn(target)
+
+
+def test_async_webhook_endpoints(target: Target) -> None:
+    asyncio.run(scenarios.async_webhook_endpoints(target))

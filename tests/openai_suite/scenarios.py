@@ -46,6 +46,17 @@ class Target:
             _strict_response_validation=True,
         )
 
+    def newest_agent(self) -> str:
+        """The id of the newest agent version of ``/v1/agents`` (inline agents included)."""
+        r = httpx.get(
+            f"{self.base_url}/v1/agents",
+            params={"limit": 1, "order": "desc"},
+            headers={"Authorization": f"Bearer {self.token}"},
+            timeout=30,
+        )
+        assert r.status_code == 200, r.text
+        return str(r.json()["data"][0]["id"])
+
     def register(self, spec: dict[str, Any]) -> str:
         """Register a skyloop agent through skyloop's own ``/v1/agents``; its id."""
         r = httpx.post(
@@ -339,7 +350,6 @@ def unsupported_features(target: Target) -> None:
         ("vaults", lambda: new_session(client, agent_id, vault_ids=["vault_1"])),
         ("vaults", lambda: agents.vaults.list()),
         ("environments", lambda: agents.environments.list()),
-        ("automations", lambda: agents.automations.list()),
         ("subagents", lambda: agents.sessions.subagents.list("0" * 32)),
         ("artifacts", lambda: agents.sessions.artifacts.list("0" * 32)),
     ]
@@ -426,3 +436,352 @@ def wait_idle(client: OpenAI, session_id: str, timeout_s: float = 30) -> Any:
             return session
         time.sleep(0.05)
     raise AssertionError(json.dumps({"session": session_id, "status": "in_progress"}))
+
+
+# --------------------------------------------------------------------------- automations
+TEXT_SCRIPT = [{"text": "Report: all quiet."}]
+
+
+def _input(text: str) -> list[dict[str, Any]]:
+    return [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}]
+
+
+def _new_session_target(agent_id: str, text: str = "write the report") -> dict[str, Any]:
+    return {
+        "type": "new_session",
+        "agent_id": agent_id,
+        "environment": {"type": "self_hosted", "workspace_directory": "/reports"},
+        "input": _input(text),
+        "metadata": {"from": "automation"},
+    }
+
+
+def automations_crud(target: Target) -> None:
+    """Create, retrieve, update, list (paged), pause, resume and delete; bad input is a 400 naming the field."""
+    client = target.client()
+    automations = client.beta.agents.automations
+    agent_id = scripted_agent(target, TEXT_SCRIPT)
+    tag = uuid.uuid4().hex[:12]
+    created = automations.create(
+        type="periodic",
+        name="Weekday report",
+        expression="0 9 * * MON-FRI",
+        timezone="Europe/Berlin",
+        target=_new_session_target(agent_id),  # type: ignore[arg-type]
+        metadata={"tag": tag},
+    )
+    assert created.object == "agent.automation"
+    assert created.type == "periodic"
+    assert (created.expression, created.timezone, created.status) == (
+        "0 9 * * MON-FRI",
+        "Europe/Berlin",
+        "active",
+    )
+    assert created.target.type == "new_session"
+    assert created.target.agent_id == agent_id
+    assert created.target.environment.type == "self_hosted"
+    assert created.created_by.type == "developer"
+    assert automations.retrieve(created.id).model_dump() == created.model_dump()
+
+    updated = automations.update(
+        created.id, expression="*/30 8-18 * * *", name="Half-hourly", metadata={"t": tag}
+    )
+    assert (updated.type, updated.name, updated.metadata) == ("periodic", "Half-hourly", {"t": tag})
+    assert updated.type == "periodic"
+    assert updated.expression == "*/30 8-18 * * *"
+    assert updated.timezone == "Europe/Berlin"
+
+    once = automations.create(
+        type="once",
+        name="Reminder",
+        run_at=int(time.time()) + 3600,
+        target=_new_session_target(agent_id, "remind me"),  # type: ignore[arg-type]
+    )
+    assert once.type == "once"
+    assert once.status == "active"
+
+    everything = list(automations.list(limit=1))  # auto-paging, one per page
+    listed = [a.id for a in everything]
+    assert created.id in listed
+    assert once.id in listed
+    assert len(set(listed)) == len(listed)
+    stamps = [a.created_at for a in everything]
+    assert stamps == sorted(stamps, reverse=True)  # newest first
+    oldest_first = [a.id for a in automations.list(limit=2, order="asc")]
+    assert oldest_first == list(reversed(listed))
+
+    paused = automations.pause(created.id)
+    assert paused.status == "paused"
+    assert automations.retrieve(created.id).status == "paused"
+    resumed = automations.resume(created.id)
+    assert resumed.status == "active"
+
+    before = len(list(automations.list(limit=100)))
+    bad: list[tuple[str, dict[str, Any]]] = [
+        ("expression", {"expression": "61 * * * *"}),
+        ("expression", {"expression": "0 9 1 * MON"}),
+        ("timezone", {"timezone": "Mars/Olympus"}),
+        ("run_at", {"type": "once", "run_at": 1, "expression": None, "timezone": None}),
+        ("target.agent_id", {"target": _new_session_target("0" * 32)}),
+    ]
+    for param, change in bad:
+        args: dict[str, Any] = {
+            "type": "periodic",
+            "name": "bad",
+            "expression": "0 9 * * *",
+            "timezone": "UTC",
+            "target": _new_session_target(agent_id),
+            **change,
+        }
+        with pytest.raises(openai.BadRequestError) as err:
+            automations.create(**{k: v for k, v in args.items() if v is not None})
+        body = err.value.body
+        assert isinstance(body, dict)
+        assert body["param"] == param, body
+        assert body["message"].startswith(param.split(".")[0]), body
+    with pytest.raises(openai.BadRequestError) as err:
+        automations.update(created.id, expression="* * * * * *")
+    assert err.value.body["param"] == "expression"  # type: ignore[index]
+    assert len(list(automations.list(limit=100))) == before  # nothing written
+    assert automations.retrieve(created.id).expression == "*/30 8-18 * * *"
+
+    # an inline agent: registered with the automation (not an agent of agents.list), shown in its target
+    newest_before = target.newest_agent()
+    with pytest.raises(openai.BadRequestError):  # a refused automation registers no inline agent
+        automations.create(
+            type="periodic",
+            name="bad inline",
+            expression="0 9 1 * MON",
+            timezone="UTC",
+            target={**_new_session_target(agent_id), "agent_id": None, "agent": {"model": "gpt-4.1-mini"}},  # type: ignore[typeddict-item]
+        )
+    assert target.newest_agent() == newest_before
+    inline_target = {k: v for k, v in _new_session_target(agent_id).items() if k != "agent_id"}
+    inline = automations.create(
+        type="periodic",
+        name="Inline",
+        expression="0 7 * * *",
+        timezone="UTC",
+        target={**inline_target, "agent": {"model": "gpt-4.1-mini", "instructions": "Be brief."}},  # type: ignore[typeddict-item]
+    )
+    assert inline.target.type == "new_session"
+    assert inline.target.agent_id is None
+    assert inline.target.agent is not None
+    assert (inline.target.agent.model, inline.target.agent.instructions) == ("gpt-4.1-mini", "Be brief.")
+    assert inline.id not in [a.id for a in client.beta.agents.list(limit=100)]
+    automations.delete(inline.id)
+
+    session = new_session(client, agent_id)
+    follow_up = automations.create(
+        type="periodic",
+        name="Follow up",
+        expression="@daily",
+        timezone="UTC",
+        target={"type": "existing_session", "session_id": session.id, "instructions": "any news?"},
+    )
+    assert follow_up.target.type == "existing_session"
+    assert [a.id for a in automations.list(session_id=session.id)] == [follow_up.id]
+
+    for automation in (created, once, follow_up):
+        deleted = automations.delete(automation.id)
+        assert (deleted.id, deleted.deleted, deleted.object) == (
+            automation.id,
+            True,
+            "agent.automation.deleted",
+        )
+        with pytest.raises(openai.NotFoundError):
+            automations.retrieve(automation.id)
+
+
+def automation_invocation(target: Target) -> None:
+    """``invocations.create`` runs the automation once: a new session whose turn completes."""
+    client = target.client()
+    automations = client.beta.agents.automations
+    agent_id = scripted_agent(target, TEXT_SCRIPT)
+    automation = automations.create(
+        type="periodic",
+        name="Yearly",
+        expression="@yearly",
+        timezone="UTC",
+        target=_new_session_target(agent_id),  # type: ignore[arg-type]
+    )
+    invocation = automations.invocations.create(automation.id)
+    assert invocation.object == "agent.automation.invocation"
+    assert invocation.automation_id == automation.id
+    assert invocation.source.type == "manual"
+    assert invocation.scheduled_at is None
+    assert invocation.status == "completed"
+    assert invocation.session_id is not None
+    session = wait_idle(client, invocation.session_id)
+    assert session.status == "idle"
+    assert session.metadata["from"] == "automation"
+    assert session.environment.type == "self_hosted"
+    items = list(client.beta.agents.sessions.items.list(invocation.session_id, order="asc"))
+    assert [(i.type, i.role) for i in items] == [("message", "user"), ("message", "assistant")]
+    assert items[0].content[0].text == "write the report"
+    assert items[1].content[0].text == "Report: all quiet."
+    turns = list(client.beta.agents.sessions.turns.list(invocation.session_id))
+    assert [t.status for t in turns] == ["completed"]
+
+    again = automations.invocations.retrieve(invocation.id, automation_id=automation.id)
+    assert (again.id, again.session_id, again.status) == (invocation.id, invocation.session_id, "completed")
+    assert [i.id for i in automations.invocations.list(automation.id)] == [invocation.id]
+    with pytest.raises(openai.NotFoundError):
+        automations.invocations.retrieve("0" * 32, automation_id=automation.id)
+
+    # an existing session's target: the instructions start a turn in that session
+    session_id = invocation.session_id
+    follow = automations.create(
+        type="periodic",
+        name="Nudge",
+        expression="@yearly",
+        timezone="UTC",
+        target={"type": "existing_session", "session_id": session_id, "instructions": "anything new?"},
+    )
+    nudge = automations.invocations.create(follow.id)
+    assert nudge.session_id == session_id
+    wait_idle(client, session_id)
+    texts = [i.content[0].text for i in client.beta.agents.sessions.items.list(session_id, order="asc")]
+    assert texts[2] == "anything new?"
+    automations.delete(follow.id)
+    automations.delete(automation.id)
+
+
+async def async_automations(target: Target) -> None:
+    client = target.async_client()
+    automations = client.beta.agents.automations
+    agent_id = scripted_agent(target, TEXT_SCRIPT)
+    created = await automations.create(
+        type="periodic",
+        name="async",
+        expression="15 */6 * * *",
+        timezone="America/New_York",
+        target=_new_session_target(agent_id),  # type: ignore[arg-type]
+    )
+    assert (await automations.retrieve(created.id)).name == "async"
+    assert (await automations.pause(created.id)).status == "paused"
+    assert (await automations.resume(created.id)).status == "active"
+    invocation = await automations.invocations.create(created.id)
+    assert invocation.status == "completed"
+    listed = [i.id async for i in automations.invocations.list(created.id, limit=1)]
+    assert listed == [invocation.id]
+    assert created.id in [a.id async for a in automations.list(limit=1)]
+    assert (await automations.delete(created.id)).deleted is True
+    await client.close()
+
+
+# --------------------------------------------------------------------------- webhook endpoints
+def webhook_endpoints(target: Target) -> None:
+    """``client.webhooks``: create (the secret once), retrieve, update, list, rotate, test, delete, event types."""
+    from tests.webhook_receiver import WebhookReceiver
+
+    client = target.client()
+    hooks = client.webhooks
+    types = hooks.event_types.list()
+    assert types.object == "list"
+    assert types.data == [
+        "agent.session.created",
+        "agent.session.in_progress",
+        "agent.session.action_required",
+        "agent.session.idle",
+        "agent.session.failed",
+    ]
+    with WebhookReceiver() as receiver:
+        created = hooks.create(name="sessions", url=receiver.url, event_types=["agent.session.idle"])
+        assert created.object == "webhook_endpoint"
+        assert created.signing_secret.startswith("whsec_")
+        assert created.signing_secret_hint
+        assert created.event_types == ["agent.session.idle"]
+        got = hooks.retrieve(created.id)
+        assert (got.name, got.url, got.event_types) == ("sessions", receiver.url, ["agent.session.idle"])
+        assert "signing_secret" not in got.model_dump()
+        updated = hooks.update(
+            created.id, name="renamed", event_types=["agent.session.idle", "agent.session.failed"]
+        )
+        assert (updated.name, updated.event_types) == (
+            "renamed",
+            ["agent.session.idle", "agent.session.failed"],
+        )
+        assert created.id in [e.id for e in hooks.list(limit=1)]
+
+        tested = hooks.test(created.id, event_type="agent.session.idle")
+        assert (tested.object, tested.success, tested.status_code) == ("webhook_endpoint.test", True, 200)
+        assert tested.webhook_endpoint_id == created.id
+        sample = receiver.wait_for("agent.session.idle")
+        event = client.webhooks.unwrap(sample.body, sample.headers, secret=created.signing_secret)
+        assert event.type == "agent.session.idle"
+        with pytest.raises(openai.InvalidWebhookSignatureError):
+            client.webhooks.unwrap(sample.body, sample.headers, secret="whsec_" + "A" * 44)
+
+        rotated = hooks.rotate_secret(created.id)
+        assert rotated.signing_secret != created.signing_secret
+        hooks.test(created.id, event_type="agent.session.failed")
+        again = receiver.wait_for("agent.session.failed")
+        assert client.webhooks.unwrap(again.body, again.headers, secret=rotated.signing_secret).type == (
+            "agent.session.failed"
+        )
+
+        for bad, param in (
+            (
+                lambda: hooks.create(name="x", url=receiver.url, event_types=["batch.completed"]),
+                "event_types",
+            ),
+            (lambda: hooks.create(name="x", url=receiver.url, event_types=["no.such"]), "event_types"),  # type: ignore[list-item]
+            (
+                lambda: hooks.create(name="x", url="ftp://example.com", event_types=["agent.session.idle"]),
+                None,
+            ),
+        ):
+            with pytest.raises(openai.BadRequestError) as err:
+                bad()
+            if param:
+                assert err.value.body["param"] == param  # type: ignore[index]
+        deleted = hooks.delete(created.id)
+        assert (deleted.id, deleted.deleted, deleted.object) == (created.id, True, "webhook_endpoint.deleted")
+        with pytest.raises(openai.NotFoundError):
+            hooks.retrieve(created.id)
+
+
+def webhook_delivered_on_turn(target: Target) -> None:
+    """A turn's ``agent.session.idle`` reaches the endpoint and verifies with ``client.webhooks.unwrap``."""
+    from tests.webhook_receiver import WebhookReceiver
+
+    client = target.client()
+    with WebhookReceiver() as receiver:
+        endpoint = client.webhooks.create(
+            name="turns", url=receiver.url, event_types=["agent.session.created", "agent.session.idle"]
+        )
+        session = new_session(client, scripted_agent(target, TEXT_SCRIPT), input="report")
+        wait_idle(client, session.id)
+        events: dict[str, Any] = {}
+        for kind in ("agent.session.created", "agent.session.idle"):
+            received = receiver.wait_for(kind, session_id=session.id)
+            events[kind] = client.webhooks.unwrap(
+                received.body, received.headers, secret=endpoint.signing_secret
+            )
+            assert events[kind].type == kind
+            assert events[kind].id == received.webhook_id
+        idle = events["agent.session.idle"]
+        assert idle.data.environment_type == "self_hosted"  # the session has a workspace
+        assert events["agent.session.created"].data.environment_type == "self_hosted"
+        client.webhooks.delete(endpoint.id)
+
+
+async def async_webhook_endpoints(target: Target) -> None:
+    from tests.webhook_receiver import WebhookReceiver
+
+    client = target.async_client()
+    with WebhookReceiver() as receiver:
+        created = await client.webhooks.create(
+            name="async", url=receiver.url, event_types=["agent.session.failed"]
+        )
+        assert (await client.webhooks.retrieve(created.id)).name == "async"
+        assert created.id in [e.id async for e in client.webhooks.list()]
+        assert (await client.webhooks.event_types.list()).data[0] == "agent.session.created"
+        tested = await client.webhooks.test(created.id, event_type="agent.session.failed")
+        assert tested.status_code == 200
+        received = receiver.wait_for("agent.session.failed")
+        event = client.webhooks.unwrap(received.body, received.headers, secret=created.signing_secret)
+        assert (event.type, event.id) == ("agent.session.failed", received.webhook_id)
+        assert (await client.webhooks.delete(created.id)).deleted is True
+    await client.close()

@@ -183,3 +183,21 @@ def test_openai_sdk_reads_every_type() -> None:
         )
         assert parsed.data.id == SESSION.id
         assert parsed.data.environment_type == "none"  # type: ignore[union-attr]
+
+
+def test_a_session_with_a_workspace_is_self_hosted_in_every_event() -> None:
+    """OpenAI's ``environment_type``: ``self_hosted`` as the OpenAI API shows a session with a workspace."""
+    hosted = SessionFacts(id="h" * 32, owner="alice", agent_id="a" * 32, workspace="/src")
+    log = [status(1, "running"), call(2, "c1"), terminal(3, ev.RESPONSE_COMPLETED)]
+    out = [session_created(hosted, created_at=1), *derive(hosted, log, at=100.0)]
+    assert [e.type for e in out] == [
+        "agent.session.created",
+        "agent.session.in_progress",
+        "agent.session.action_required",
+        "agent.session.idle",
+    ]
+    assert {(e.data.environment_type, e.data.environment_id) for e in out} == {
+        ("self_hosted", f"env_{'h' * 32}")
+    }
+    plain = [session_created(SESSION, created_at=1), *derive(SESSION, log, at=100.0)]
+    assert {(e.data.environment_type, e.data.environment_id) for e in plain} == {("none", None)}

@@ -53,12 +53,25 @@ class SessionFacts:
     owner: str
     agent_id: str | None = None
     agent_name: str | None = None
+    workspace: str | None = None  # a session with a workspace runs in a self-hosted environment
 
     @classmethod
     def of(cls, session: Session) -> SessionFacts:
         return cls(
-            id=session.id, owner=session.owner, agent_id=session.agent_id, agent_name=session.agent_name
+            id=session.id,
+            owner=session.owner,
+            agent_id=session.agent_id,
+            agent_name=session.agent_name,
+            workspace=session.workspace,
         )
+
+    def base(self) -> dict[str, Any]:
+        """What every event's ``data`` says of the session (OpenAI's ``environment_type``/``_id`` included:
+        ``self_hosted`` with the session's workspace, as the OpenAI API shows the session, else ``none``)."""
+        env: dict[str, Any] = (
+            {"environment_type": "self_hosted", "environment_id": f"env_{self.id}"} if self.workspace else {}
+        )
+        return {"id": self.id, "owner": self.owner, "agent_id": self.agent_id, **env}
 
 
 def event_id(session_id: str, seq: int, kind: str, at: float) -> str:
@@ -139,7 +152,7 @@ def derive(
 
 
 def _single(session: SessionFacts, event: StoredEvent, at: float) -> Any:
-    base: dict[str, Any] = {"id": session.id, "owner": session.owner, "agent_id": session.agent_id}
+    base = session.base()
     if event.type == ev.SESSION_STATUS and event.data.get("status") == "running":
         return m.SessionInProgress(
             id=event_id(session.id, event.seq, "in_progress", at),
@@ -182,7 +195,7 @@ def _action_required(session: SessionFacts, run: list[StoredEvent], at: float) -
     """One event per kind in the run: its client calls, its approvals."""
     calls = [e for e in run if e.type == ev.RESPONSE_ITEM_DONE]
     approvals = [e for e in run if e.type == ev.ELICITATION_REQUEST]
-    base: dict[str, Any] = {"id": session.id, "owner": session.owner, "agent_id": session.agent_id}
+    base = session.base()
     out: list[Any] = []
     if calls:
         items = [c.data["item"] for c in calls]
@@ -250,7 +263,5 @@ def session_created(session: SessionFacts | Session, *, created_at: int, at: flo
     return m.SessionCreated(
         id=event_id(facts.id, 0, "created", when),
         created_at=int(when),
-        data=m.CreatedData(
-            id=facts.id, owner=facts.owner, agent_id=facts.agent_id, agent_name=facts.agent_name, **extra
-        ),
+        data=m.CreatedData(**facts.base(), agent_name=facts.agent_name, **extra),
     )

@@ -23,7 +23,7 @@ SESSION_IDLE: Final = "agent.session.idle"
 SESSION_FAILED: Final = "agent.session.failed"
 WEBHOOK_TEST: Final = "skyloop.webhook.test"
 
-ENVIRONMENT_TYPE = "none"  # OpenAI's field: skyloop sessions run in no hosted or self-hosted environment
+ENVIRONMENT_TYPE = "none"  # OpenAI's field: a session without a workspace runs in no environment
 
 
 class _Data(BaseModel):
@@ -31,9 +31,11 @@ class _Data(BaseModel):
 
     id: str = Field(description="The session's id.")
     environment_type: str = Field(
-        default=ENVIRONMENT_TYPE, description="OpenAI's field; always `none` in skyloop."
+        default=ENVIRONMENT_TYPE,
+        description="OpenAI's field: `self_hosted` for a session with a workspace (as the OpenAI API shows "
+        "it), else `none`.",
     )
-    environment_id: str | None = None
+    environment_id: str | None = Field(default=None, description="`env_<session id>` when self-hosted.")
     owner: str | None = Field(default=None, description="The principal that owns the session.")
     agent_id: str | None = None
 

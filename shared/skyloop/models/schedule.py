@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 TaskState = Literal["active", "paused"]
 # scheduled: recorded, not started yet; running: its turn runs (or waits, parked on a client or an
@@ -15,6 +15,8 @@ RunStatus = Literal["scheduled", "running", "succeeded", "failed", "skipped", "m
 FINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "skipped", "missed"})
 Overlap = Literal["skip", "allow"]
 Trigger = Literal["schedule", "manual", "catch_up"]
+# who made the task: skyloop's /v1/scheduled-tasks, or OpenAI's /openai/v1/agents/automations (same engine)
+Origin = Literal["scheduled_task", "openai_automation"]
 
 
 class ScheduledTask(BaseModel):
@@ -48,6 +50,18 @@ class ScheduledTask(BaseModel):
     last_run_at: int | None = None
     last_run_id: str | None = None
     last_run_conversation_id: str | None = None
+    origin: Origin = "scheduled_task"
+    # what a run starts (skyloop.schedules.targets): None is a new session of agent_id with the prompt;
+    # {"type": "new_session", ...} or {"type": "existing_session", "session_id", ...} as OpenAI's target
+    target: dict[str, Any] | None = None
+    # an OpenAI automation's own fields: type (periodic | once), expression, run_at, metadata
+    automation: dict[str, Any] | None = None
+
+    @field_validator("target", "automation", mode="before")
+    @classmethod
+    def _plain_numbers(cls, value: Any) -> Any:
+        """DynamoDB gives nested numbers back as Decimals: make them ints and floats again."""
+        return _plain(value)
 
 
 class ScheduledRun(BaseModel):
@@ -68,3 +82,15 @@ class ScheduledRun(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = Field(default=None, ge=0)  # None: not ended, or the model has no price
+
+
+def _plain(value: Any) -> Any:
+    from decimal import Decimal
+
+    if isinstance(value, Decimal):
+        return int(value) if value == int(value) else float(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value

@@ -227,3 +227,64 @@ class SessionListQuery(ListQuery):
 class StreamQuery(_Strict):
     include_obfuscation: bool | None = None
     after: str | None = None  # skyloop's: the same cursor as Last-Event-ID
+
+
+# ------------------------------------------------------------------------------ automations
+class AutomationAgent(_Strict):
+    """``AutomationTargetParamNewSessionAgent``: an agent config without a name or metadata."""
+
+    model: str | None = Field(default=None, min_length=1, max_length=2048)
+    instructions: str | None = Field(default=None, max_length=200_000)
+    reasoning: Reasoning | None = None
+    service_tier: ServiceTier | None = None
+    text: Text | None = None
+    tools: list[Tool] | None = Field(default=None, max_length=128)
+    compaction: Compaction | None = None
+    experimental: Experimental | None = None
+    multi_agent: MultiAgent | None = None
+
+
+class NewSessionTarget(_Strict):
+    type: Literal["new_session"]
+    environment: Environment
+    input: list[InputMessage] = Field(min_length=1, max_length=16)
+    agent: AutomationAgent | None = None
+    agent_id: str | None = Field(default=None, min_length=1, max_length=64)
+    metadata: Metadata | None = None
+    vault_ids: list[str] | None = None
+
+
+class ExistingSessionTarget(_Strict):
+    type: Literal["existing_session"]
+    instructions: str = Field(min_length=1, max_length=100_000)
+    session_id: str = Field(min_length=1, max_length=64)
+
+
+AutomationTargetIn = Annotated[NewSessionTarget | ExistingSessionTarget, Field(discriminator="type")]
+
+
+class AutomationCreate(_Strict):
+    """``automations.create``: ``periodic`` (cron ``expression`` in ``timezone``) or ``once`` (``run_at``)."""
+
+    type: Literal["periodic", "once"]
+    name: str = Field(min_length=1, max_length=200)
+    target: AutomationTargetIn
+    expression: str | None = Field(default=None, max_length=256)
+    timezone: str | None = Field(default=None, max_length=64)
+    run_at: int | None = None
+    metadata: Metadata | None = None
+
+
+class AutomationUpdate(_Strict):
+    """``automations.update``: the fields sent change; ``target`` and ``metadata`` are replaced whole."""
+
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    target: AutomationTargetIn | None = None
+    expression: str | None = Field(default=None, max_length=256)
+    timezone: str | None = Field(default=None, max_length=64)
+    run_at: int | None = None
+    metadata: Metadata | None = None
+
+
+class AutomationListQuery(ListQuery):
+    session_id: str | None = None

@@ -27,7 +27,6 @@ TOOL_FEATURES = {
 PATH_FEATURES = {
     "environments": "OpenAI-hosted environments and environment templates (/agents/environments)",
     "vaults": "vaults and their credentials (/agents/vaults)",
-    "automations": "automations (/agents/automations; they arrive with skyloop's scheduled tasks)",
     "subagents": "subagents (/sessions/{id}/subagents)",
     "artifacts": "session artifacts (/sessions/{id}/artifacts)",
     "traces": "session traces (/sessions/{id}/traces)",

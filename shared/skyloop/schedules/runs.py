@@ -16,7 +16,6 @@ local scheduler's doubled tick start a run once.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import secrets
@@ -24,16 +23,13 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from skyloop import principals
-from skyloop.errors import ConflictError, NotFoundError, QuotaExceededError, RunnerUnavailableError
-from skyloop.ids import derived_id
+from skyloop.errors import NotFoundError, QuotaExceededError, RunnerUnavailableError
 from skyloop.models.schedule import ScheduledRun
-from skyloop.schedules import plans
+from skyloop.schedules import plans, targets
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from skyloop.models.agent import Agent
     from skyloop.models.schedule import ScheduledTask, Trigger
     from skyloop.schedules.engine import EventBridgeSchedules
     from skyloop.settings import Settings
@@ -43,8 +39,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("skyloop.schedules")
 START_TIMEOUT_S = 900  # a run still "scheduled" this long after its time never got its turn started
 MAX_MISSED_RECORDED = 10  # missed occurrences recorded per catch-up of one task (the rest are counted)
-SCHEDULE_LABEL = "skyloop.scheduled_task"
-RUN_LABEL = "skyloop.scheduled_run"
+SCHEDULE_LABEL = targets.SCHEDULE_LABEL
+RUN_LABEL = targets.RUN_LABEL
 
 
 def run_id(scheduled_at: int, task_id: str | None = None) -> str:
@@ -161,13 +157,13 @@ def start_run(
             store, record, "skipped", "overlap", f"run {blocker.id} of this task is still running", now
         )
     try:
-        agent = store.get_agent(task.agent_id)
-    except NotFoundError:
-        return _end(
-            store, record, "failed", "agent_not_found", f"agent {task.agent_id} no longer exists", now
-        )
+        agent = targets.agent_for(store, task)
+    except targets.TargetGone as exc:
+        if exc.run_code == "session_not_found":
+            targets.pause_for_lost_session(store, task, now)
+        return _end(store, record, "failed", exc.run_code, exc.message, now)
     try:
-        started = _open_session_and_post(store, turns, task, agent, record, settings)
+        started = targets.open_and_post(store, turns, task, agent, record, settings)
     except QuotaExceededError as exc:
         return _end(store, record, "skipped", "quota_exceeded", exc.message, now)
     except RunnerUnavailableError as exc:
@@ -177,51 +173,6 @@ def start_run(
         return store.get_scheduled_run(task.id, run) or running
     _note_started(store, task, running)
     return running
-
-
-def _open_session_and_post(
-    store: Store, turns: TurnEngine, task: ScheduledTask, agent: Agent, run: ScheduledRun, settings: Settings
-) -> ScheduledRun:
-    """The run's session (its id derived from the run's) and its first message, as the task's owner."""
-    from skyloop import quotas, sessions
-    from skyloop.turns import lifecycle
-
-    owner = principals.Principal(name=task.owner, via="system")
-    session_id = derived_id("scheduled-run", run.id)
-    key = f"scheduled-run-{run.id}"
-    with principals.acting_as(owner):
-        try:
-            store.get_session(session_id)
-        except NotFoundError:
-            quotas.before_scheduled_run(store, settings, task.owner)
-            quotas.before_session(store, settings, task.owner)
-            runner = sessions.Runners(settings.default_runner_id)
-            with contextlib.suppress(ConflictError):  # a concurrent attempt opened it
-                sessions.create_session(
-                    store,
-                    agent,
-                    runner,
-                    session_id=session_id,
-                    title=task.name,
-                    labels={SCHEDULE_LABEL: task.id, RUN_LABEL: run.id},
-                    workspace=task.workspace,
-                    reasoning_effort=task.reasoning_effort,
-                    model_override=task.model_override,
-                )
-        message = {"role": "user", "content": [{"type": "input_text", "text": task.prompt}]}
-        lifecycle.start_or_join(
-            store,
-            turns,
-            agent,
-            session_id,
-            message,
-            None,
-            idempotency_key=key,
-            max_cost_usd=task.max_cost_usd,
-        )
-    return run.model_copy(
-        update={"conversation_id": session_id, "response_id": lifecycle.response_id_for(session_id, key)}
-    )
 
 
 def _note_started(store: Store, task: ScheduledTask, run: ScheduledRun) -> None:

@@ -169,6 +169,13 @@ def _apply(
     store: Store, task: ScheduledTask, body: UpdateScheduledTaskRequest, sent: set[str], now: int
 ) -> ScheduledTask:
     """The task as the PATCH leaves it, checked whole (nothing is written if any of it is refused)."""
+    if task.origin != "scheduled_task" and sent - {"state"}:  # its OpenAI fields would no longer say it
+        field = sorted(sent - {"state"})[0]
+        raise InvalidInputError(
+            f"{field}: this task is an OpenAI automation; edit it through /openai/v1/agents/automations "
+            "(only state changes here)",
+            param=field,
+        )
     ignored = (
         "permission_mode",
         "host_id",
@@ -269,6 +276,7 @@ def task_view(store: Store, task: ScheduledTask) -> dict[str, Any]:
         "overlap": task.overlap,
         "last_run_id": task.last_run_id,
         "schedule_expression": task.schedule_expression,
+        "origin": task.origin,  # scheduled_task, or openai_automation (/openai/v1/agents/automations)
     }
 
 

@@ -22,6 +22,7 @@ class Endpoint(BaseModel):
     url: str
     events: list[str] = Field(default_factory=list)  # empty: every type
     description: str | None = None
+    name: str | None = None  # OpenAI's webhook endpoint name (/openai/v1/webhook_endpoints)
     all_sessions: bool = False  # an admin's endpoint that takes every principal's sessions
     secret: str
     previous_secret: str | None = None  # still signed with until previous_secret_expires_at (a rotation)

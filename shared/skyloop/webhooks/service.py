@@ -21,6 +21,8 @@ from skyloop.ids import is_hex32, new_id
 from skyloop.webhooks.models import Delivery, Endpoint
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from skyloop.settings import Settings
     from skyloop.webhooks.models import (
         CreateWebhookRequest,
@@ -66,7 +68,10 @@ def _require_admin_for_all(all_sessions: bool | None) -> None:
         raise ForbiddenError("only an admin token may open an endpoint to every principal's sessions")
 
 
-def create(records: WebhookRecords, settings: Settings, req: CreateWebhookRequest) -> dict[str, Any]:
+def create(
+    records: WebhookRecords, settings: Settings, req: CreateWebhookRequest, *, name: str | None = None
+) -> dict[str, Any]:
+    """A new endpoint (``name``: OpenAI's endpoint name); its answer holds the secret, once."""
     from skyloop.webhooks.delivery import new_secret
 
     _require_admin_for_all(req.all_sessions)
@@ -78,6 +83,7 @@ def create(records: WebhookRecords, settings: Settings, req: CreateWebhookReques
         url=req.url,
         events=req.events or [],
         description=req.description,
+        name=name,
         all_sessions=req.all_sessions,
         secret=new_secret(),
         created_at=now,
@@ -167,24 +173,34 @@ def redeliver(
 
 
 def send_test(
-    records: WebhookRecords, settings: Settings, endpoint_id: str, req: TestWebhookRequest
+    records: WebhookRecords,
+    settings: Settings,
+    endpoint_id: str,
+    req: TestWebhookRequest,
+    *,
+    sample: Callable[[str, int], Any] | None = None,
 ) -> dict[str, Any]:
-    """Post a signed ``skyloop.webhook.test`` event once, now; it is listed with the deliveries."""
+    """Post a signed test event once, now; it is listed with the deliveries.
+
+    ``skyloop.webhook.test`` by default; ``sample(event_id, created_at)`` makes another (OpenAI's
+    ``webhooks.test`` sends a sample event of the type asked for).
+    """
     from skyloop.lifecycle_events import models as m
     from skyloop.lifecycle_events.derive import event_id as make_id
     from skyloop.webhooks import delivery
 
     endpoint = get_endpoint(records, endpoint_id)
     now = time.time()
-    event = m.WebhookTest(
-        id=make_id(endpoint.id, 0, f"test:{new_id()}", now),
-        created_at=int(now),
-        data=m.TestData(webhook_endpoint_id=endpoint.id),
+    eid = make_id(endpoint.id, 0, f"test:{new_id()}", now)
+    event = (
+        sample(eid, int(now))
+        if sample is not None
+        else m.WebhookTest(id=eid, created_at=int(now), data=m.TestData(webhook_endpoint_id=endpoint.id))
     )
     found = Delivery(
         id=event.id,
         endpoint_id=endpoint.id,
-        event_type=req.event_type,
+        event_type=event.type if sample is not None else req.event_type,
         body=event.model_dump_json(),
         created_at=int(now),
     )
@@ -198,7 +214,7 @@ def send_test(
     return {
         "object": "webhook_endpoint.test",
         "webhook_endpoint_id": endpoint.id,
-        "event_type": req.event_type,
+        "event_type": event.type,
         "event_id": event.id,
         "success": tried.status == "succeeded",
         "status_code": record.response_code if record else None,

@@ -223,3 +223,196 @@ def list_turn_items(session_id: str, turn_id: str) -> Response:
         200,
         _service().list_items(session_id, after=q.after, limit=q.limit, order=q.order, turn_id=turn_id),
     )
+
+
+# --------------------------------------------------------------------------- automations
+def _automations() -> Any:
+    from skyloop.openai_compat import automations
+
+    return automations
+
+
+def _named_body(model: type[BaseModel], what: str) -> Any:
+    """The body validated as ``model``; a 400 whose ``param`` names the field at fault."""
+    from skyloop.schedules.requests import parse
+
+    return parse(model, request(router).json_object(required=False), what=what)
+
+
+A = P + "/automations"
+
+
+@openapi.operation(router, "POST", A, summary="OpenAI Agents API: create an automation", status=200)
+def create_automation() -> Response:
+    from skyloop.openai_compat.requests import AutomationCreate
+
+    return json_response(200, _automations().create(_named_body(AutomationCreate, "automation")))
+
+
+@openapi.operation(router, "GET", A, summary="OpenAI Agents API: list automations", status=200)
+def list_automations() -> Response:
+    from skyloop.openai_compat.requests import AutomationListQuery
+
+    q, _ = _query(AutomationListQuery)
+    return json_response(
+        200,
+        _automations().list_automations(after=q.after, limit=q.limit, order=q.order, session_id=q.session_id),
+    )
+
+
+@openapi.operation(
+    router, "GET", A + "/<automation_id>", summary="OpenAI Agents API: retrieve an automation", status=200
+)
+def get_automation(automation_id: str) -> Response:
+    return json_response(200, _automations().retrieve(automation_id))
+
+
+@openapi.operation(
+    router, "POST", A + "/<automation_id>", summary="OpenAI Agents API: update an automation", status=200
+)
+def update_automation(automation_id: str) -> Response:
+    from skyloop.openai_compat.requests import AutomationUpdate
+
+    body = _named_body(AutomationUpdate, "automation update")
+    return json_response(200, _automations().update(automation_id, body))
+
+
+@openapi.operation(
+    router, "DELETE", A + "/<automation_id>", summary="OpenAI Agents API: delete an automation", status=200
+)
+def delete_automation(automation_id: str) -> Response:
+    return json_response(200, _automations().delete(automation_id))
+
+
+@openapi.operation(
+    router, "POST", A + "/<automation_id>/pause", summary="OpenAI Agents API: pause an automation", status=200
+)
+def pause_automation(automation_id: str) -> Response:
+    return json_response(200, _automations().set_state(automation_id, "paused"))
+
+
+@openapi.operation(
+    router,
+    "POST",
+    A + "/<automation_id>/resume",
+    summary="OpenAI Agents API: resume an automation",
+    status=200,
+)
+def resume_automation(automation_id: str) -> Response:
+    return json_response(200, _automations().set_state(automation_id, "active"))
+
+
+@openapi.operation(
+    router,
+    "POST",
+    A + "/<automation_id>/invocations",
+    summary="OpenAI Agents API: invoke an automation now",
+    status=200,
+)
+def invoke_automation(automation_id: str) -> Response:
+    return json_response(200, _automations().invoke(automation_id))
+
+
+@openapi.operation(
+    router,
+    "GET",
+    A + "/<automation_id>/invocations",
+    summary="OpenAI Agents API: an automation's invocations",
+    status=200,
+)
+def list_invocations(automation_id: str) -> Response:
+    from skyloop.openai_compat.requests import ListQuery
+
+    q, _ = _query(ListQuery)
+    return json_response(
+        200, _automations().list_invocations(automation_id, after=q.after, limit=q.limit, order=q.order)
+    )
+
+
+@openapi.operation(
+    router,
+    "GET",
+    A + "/<automation_id>/invocations/<invocation_id>",
+    summary="OpenAI Agents API: one invocation",
+    status=200,
+)
+def get_invocation(automation_id: str, invocation_id: str) -> Response:
+    return json_response(200, _automations().get_invocation(automation_id, invocation_id))
+
+
+# ------------------------------------------------------------------------ webhook endpoints
+def _endpoints() -> Any:
+    from skyloop.openai_compat import webhook_endpoints
+
+    return webhook_endpoints
+
+
+W = "/openai/v1/webhook_endpoints"
+
+
+@openapi.operation(router, "POST", W, summary="OpenAI API: create a webhook endpoint", status=200)
+def create_webhook_endpoint() -> Response:
+    m = _endpoints()
+    return json_response(200, m.create(_named_body(m.EndpointCreate, "webhook endpoint")))
+
+
+@openapi.operation(router, "GET", W, summary="OpenAI API: list webhook endpoints", status=200)
+def list_webhook_endpoints() -> Response:
+    m = _endpoints()
+    q, _ = _query(m.EndpointListQuery)
+    return json_response(200, m.list_endpoints(after=q.after, limit=q.limit))
+
+
+@openapi.operation(
+    router, "GET", W + "/<endpoint_id>", summary="OpenAI API: retrieve a webhook endpoint", status=200
+)
+def get_webhook_endpoint(endpoint_id: str) -> Response:
+    return json_response(200, _endpoints().retrieve(endpoint_id))
+
+
+@openapi.operation(
+    router, "POST", W + "/<endpoint_id>", summary="OpenAI API: update a webhook endpoint", status=200
+)
+def update_webhook_endpoint(endpoint_id: str) -> Response:
+    m = _endpoints()
+    return json_response(200, m.update(endpoint_id, _named_body(m.EndpointUpdate, "webhook endpoint update")))
+
+
+@openapi.operation(
+    router, "DELETE", W + "/<endpoint_id>", summary="OpenAI API: delete a webhook endpoint", status=200
+)
+def delete_webhook_endpoint(endpoint_id: str) -> Response:
+    return json_response(200, _endpoints().delete(endpoint_id))
+
+
+@openapi.operation(
+    router,
+    "POST",
+    W + "/<endpoint_id>/rotate_secret",
+    summary="OpenAI API: rotate a webhook endpoint's signing secret",
+    status=200,
+)
+def rotate_webhook_endpoint_secret(endpoint_id: str) -> Response:
+    m = _endpoints()
+    return json_response(200, m.rotate(endpoint_id, _named_body(m.RotateSecret, "rotation")))
+
+
+@openapi.operation(
+    router,
+    "POST",
+    W + "/<endpoint_id>/test",
+    summary="OpenAI API: send a sample event to a webhook endpoint",
+    status=200,
+)
+def test_webhook_endpoint(endpoint_id: str) -> Response:
+    m = _endpoints()
+    return json_response(200, m.send_test(endpoint_id, _named_body(m.SendTest, "webhook test")))
+
+
+@openapi.operation(
+    router, "GET", "/openai/v1/webhook_event_types", summary="OpenAI API: the webhook event types", status=200
+)
+def list_webhook_event_types() -> Response:
+    from skyloop.lifecycle_events.models import EVENT_TYPES
+
+    return json_response(200, {"object": "list", "data": list(EVENT_TYPES)})
