@@ -36,7 +36,7 @@ class Scheduler:
     def __init__(self, client: Any) -> None:
         self.client = client
         self.failing: set[str] = set()
-        self.before_write: dict[str, Any] = {}
+        self.before_write: dict[str | tuple[str, str], Any] = {}  # by name, or by (operation, name)
         self.writes: list[tuple[str, str]] = []
 
     def _check(self, op: str, kwargs: dict[str, Any]) -> None:
@@ -45,8 +45,9 @@ class Scheduler:
             raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, op)
         if op != "GetSchedule":
             self.writes.append((op, name))
-            hook = self.before_write.pop(name, None)
+            hook = self.before_write.get((op, name)) or self.before_write.get(name)
             if hook is not None:
+                self.before_write = {k: v for k, v in self.before_write.items() if v is not hook}
                 hook()
 
     def get_schedule(self, **kwargs: Any) -> Any:
@@ -252,18 +253,20 @@ def test_healthy_schedules_and_paused_tasks_are_left_alone(world: World) -> None
     world.raw.delete_schedule(Name=recent.id, GroupName=GROUP)
     paused = world.task(HOURLY, due=None, state="paused")
     world.raw.delete_schedule(Name=paused.id, GroupName=GROUP)
-    # the due index is eventually consistent: it may still list the task as it was before its pause
-    stale = paused.model_copy(update={"state": "active", "next_run_at": NOW - 7200})
+    # the due index is eventually consistent: it may still list a task as it was before a pause, or
+    # before a fire that came late moved it on
+    stale = [t.model_copy(update={"state": "active", "next_run_at": NOW - 7200}) for t in (paused, recent)]
     listed = world.store.list_due_scheduled_tasks
-    world.store.list_due_scheduled_tasks = lambda *, before: [*listed(before=before), stale]  # type: ignore[method-assign]
+    world.store.list_due_scheduled_tasks = lambda *, before: [*listed(before=before), *stale]  # type: ignore[method-assign]
     world.scheduler.writes.clear()
     report = world.repair(grace_s=0)
-    assert (report.repaired, report.checked) == ({}, 2)
+    assert (report.repaired, report.failed, report.dispatched, report.checked) == ({}, {}, [], 3)
     assert world.scheduler.writes == []  # the late task's healthy cron schedule was compared, not put
     assert world.held(paused.id) is None
     assert world.held(recent.id) is None
     assert world.row(on_time.id) == on_time
     assert world.row(paused.id) == paused
+    assert world.row(recent.id) == recent
     # the late task still gets the missed-run policy: its missed hours recorded, moved on
     assert world.row(late_but_healthy.id).next_run_at == plans.next_occurrence(late_but_healthy, after=NOW)
     assert report.missed == len(_occurrences(HOURLY, late_but_healthy.next_run_at or 0, NOW)) == 4
@@ -313,6 +316,29 @@ def test_a_task_edited_while_its_schedule_is_put_again_ends_with_the_edits_sched
     held = world.held(task.id)
     assert held is not None
     assert held["State"] == "DISABLED"  # the newest row's schedule, not the stale put's
+
+
+def test_a_put_that_loses_a_create_race_updates_what_the_other_made(world: World) -> None:
+    """A create is conditional by nature: one that finds the schedule made meanwhile updates it."""
+    task = world.overdue(HOURLY, by=3 * 3600)
+    world.raw.delete_schedule(Name=task.id, GroupName=GROUP)
+
+    def another_writer() -> None:
+        made = plans.plan_for(task.model_copy(update={"state": "paused"}))
+        assert made is not None
+        world.raw.create_schedule(**world.schedules._schedule(task, made))
+
+    world.scheduler.before_write[("CreateSchedule", task.id)] = another_writer
+    report = world.repair(grace_s=0)
+    assert (report.failed, report.repaired) == ({}, {task.id: ("missing",)})
+    held = world.held(task.id)
+    assert held is not None
+    assert held["State"] == "ENABLED"
+    assert [op for op, name in world.scheduler.writes if name == task.id][-3:] == [
+        "UpdateSchedule",
+        "CreateSchedule",
+        "UpdateSchedule",
+    ]
 
 
 def test_orphan_schedules_are_deleted_and_only_they(world: World) -> None:
