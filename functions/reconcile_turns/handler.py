@@ -8,16 +8,15 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from skyloop import deps
 from skyloop.observability import MetricUnit, logger, metrics, tracer
+from skyloop.schedules import ORPHAN_SCHEDULES_JOB
 from skyloop.turns.reconcile import reconcile
-
-ORPHAN_JOB = "orphan_schedules"
 
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict, context: LambdaContext) -> dict:  # noqa: ARG001  (Lambda's signature)
-    if isinstance(event, dict) and event.get("job") == ORPHAN_JOB:
+    if isinstance(event, dict) and event.get("job") == ORPHAN_SCHEDULES_JOB:
         return {"orphan_schedules": _delete_orphan_schedules()}
     report = reconcile(deps.store(), deps.engine())
     metrics.add_metric(name="TurnsResumedByReconciler", unit=MetricUnit.Count, value=len(report.resumed))

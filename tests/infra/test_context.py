@@ -295,7 +295,7 @@ def test_secrets_prefix_carries_the_stack_name(prod_template: dict[str, Any]) ->
 
 # ---------------------------------------------------------------------------- reconciler
 def test_reconcile_minutes_sets_the_schedule(prod_template: dict[str, Any]) -> None:
-    _, rule = one(prod_template, "AWS::Events::Rule")
+    _, rule = by_prefix(prod_template, "AWS::Events::Rule", "ReconcilerSchedule")
     assert rule["Properties"]["ScheduleExpression"] == "rate(5 minutes)"
 
 
