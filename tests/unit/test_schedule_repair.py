@@ -77,6 +77,7 @@ class World:
         self.schedules = EventBridgeSchedules(self.scheduler, group=GROUP, role_arn=ROLE, target_arn=TARGET)
         self.store = MemoryStore()
         self.dispatched: list[tuple[str, int]] = []
+        self.held_at_dispatch: list[str | None] = []  # the schedule as the dispatched fire would find it
 
     def task(self, rrule: str, *, due: int | None, state: str = "active", **fields: Any) -> ScheduledTask:
         """A task set three days ago, armed for ``due``, with the schedule its row says (healthy)."""
@@ -115,6 +116,8 @@ class World:
 
     def dispatch(self, task: ScheduledTask, at: int) -> bool:
         self.dispatched.append((task.id, at))
+        held = self.held(task.id)
+        self.held_at_dispatch.append(held["ScheduleExpression"] if held else None)
         return True
 
     def repair(self, *, grace_s: int = 900) -> repair.RepairReport:
@@ -205,6 +208,8 @@ def test_an_occurrence_within_the_grace_period_runs_and_the_schedule_is_armed_fo
     assert held is not None
     assert held["ScheduleExpression"] == _at(nxt)
     assert report.repaired == {task.id: ("missing",)}
+    # sent once the schedule was right: its fire's own re-arm (the same) could not hide what was wrong
+    assert world.held_at_dispatch == [_at(nxt)]
 
 
 def test_a_disabled_schedule_of_an_active_task_is_enabled(world: World) -> None:

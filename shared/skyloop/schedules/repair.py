@@ -108,22 +108,29 @@ def _repair_task(
         return  # deleted or paused meanwhile: the API put (or deleted) its schedule
     if task.next_run_at > now - OVERDUE_AFTER_S:
         return  # moved on meanwhile (a late fire)
-    # the schedule is put below, after comparing, not by the policy's re-arm: what was wrong is reported
-    done = runs.catch_up_task(store, None, task, now=now, grace_s=grace_s, dispatch=dispatch)
+    # the schedule is put below, after comparing, not by the policy's re-arm: what was wrong is reported;
+    # an occurrence to run is sent after that, so that its fire's own re-arm cannot hide the drift
+    due: list[tuple[ScheduledTask, int]] = []
+
+    def later(occurrence_task: ScheduledTask, occurrence: int) -> bool:
+        due.append((occurrence_task, occurrence))
+        return True
+
+    done = runs.catch_up_task(store, None, task, now=now, grace_s=grace_s, dispatch=later)
     report.missed += done.missed
     fresh = store.get_scheduled_task(task_id)
-    if done.dispatched is not None:
-        report.dispatched.append(task_id)
-        if fresh is not None:
-            # move the row on as the dispatched fire will (it then finds it armed), so that the
-            # schedule compared below is the one for the occurrence after the dispatched one
-            fresh = runs.advance(store, None, fresh, done.dispatched, now)
-    if fresh is None:
-        return
-    drift = _converge(store, schedules, fresh)
-    if drift:
-        report.repaired[task_id] = drift
-        log.warning("scheduled task %s: schedule %s; put again", task_id, ", ".join(drift))
+    if done.dispatched is not None and fresh is not None:
+        # move the row on as the fire will (it then finds it armed), so that the schedule compared
+        # below is the one for the occurrence after the one that runs
+        fresh = runs.advance(store, None, fresh, done.dispatched, now)
+    if fresh is not None:
+        drift = _converge(store, schedules, fresh)
+        if drift:
+            report.repaired[task_id] = drift
+            log.warning("scheduled task %s: schedule %s; put again", task_id, ", ".join(drift))
+    for occurrence_task, occurrence in due:
+        if dispatch(occurrence_task, occurrence):
+            report.dispatched.append(task_id)
 
 
 def _converge(store: Store, schedules: EventBridgeSchedules, task: ScheduledTask) -> tuple[str, ...]:
