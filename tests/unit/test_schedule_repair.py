@@ -302,6 +302,18 @@ def test_a_scheduler_call_that_fails_is_reported_and_the_pass_goes_on(world: Wor
     assert world.held(broken.id) is not None
 
 
+def test_a_pass_repairs_at_most_its_share_soonest_first_and_the_next_pass_goes_on(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(repair, "MAX_PER_PASS", 1)
+    older = world.overdue(EVERY_7_MIN, by=7200)
+    newer = world.overdue(EVERY_7_MIN, by=3600)
+    for task in (older, newer):
+        world.raw.delete_schedule(Name=task.id, GroupName=GROUP)
+    assert list(world.repair(grace_s=0).repaired) == [older.id]
+    assert list(world.repair(grace_s=0).repaired) == [newer.id]
+
+
 def test_a_task_edited_while_its_schedule_is_put_again_ends_with_the_edits_schedule(world: World) -> None:
     """EventBridge Scheduler has no conditional put: the row's revision, read again after the put, is."""
     task = world.overdue(HOURLY, by=3 * 3600)

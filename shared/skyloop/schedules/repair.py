@@ -53,6 +53,9 @@ OVERDUE_AFTER_S = 1800
 # whose row is being written.
 ORPHAN_MIN_AGE_S = 600
 ATTEMPTS = 5  # puts of one task's schedule while its row keeps changing under them
+# Overdue tasks one pass repairs at most, soonest first (a few calls each, well within the function's
+# timeout); what a Scheduler outage left behind is worked off over the next passes.
+MAX_PER_PASS = 100
 
 
 @dataclass
@@ -84,7 +87,7 @@ def repair(
     """One pass over the overdue tasks (see the module docstring); never raises for one task."""
     now = int(time.time()) if now is None else now
     report = RepairReport()
-    for listed in store.list_due_scheduled_tasks(before=now - OVERDUE_AFTER_S):
+    for listed in store.list_due_scheduled_tasks(before=now - OVERDUE_AFTER_S)[:MAX_PER_PASS]:
         report.checked += 1
         try:
             _repair_task(store, schedules, listed.id, now, grace_s, dispatch, report)
