@@ -14,7 +14,10 @@ longer than EventBridge Scheduler keeps retrying an invocation. For each:
    and the task moves on to its next occurrence;
 2. its schedule is compared with what the row says
    (:meth:`~skyloop.schedules.engine.EventBridgeSchedules.drift`) and put
-   again when it is missing, disabled or drifted.
+   again when it is missing, disabled or drifted;
+3. then the occurrence to run, if any, is sent to the run function (as
+   EventBridge Scheduler would), so that its fire's own re-arm cannot hide
+   what was wrong.
 
 Paused tasks are left alone (they are not armed, so never overdue). The
 reconciler runs the pass every few minutes; :func:`delete_orphans`, hourly,
@@ -71,6 +74,8 @@ class RepairReport:
 
 @dataclass
 class OrphanReport:
+    """What one orphan job found and deleted (schedule names, which are task ids)."""
+
     checked: int = 0
     deleted: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
