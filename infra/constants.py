@@ -145,6 +145,11 @@ LIVE_THROTTLE_BURST = 200
 SCHEDULE_RETRIES = 3
 SCHEDULE_MAX_EVENT_AGE_S = 900
 SCHEDULE_DLQ_RETENTION_DAYS = 14
+# The reconciler also repairs scheduled tasks whose schedule stopped firing (skyloop.schedules.repair),
+# each pass; every this many hours a rule sends it {"job": "orphan_schedules"}: delete the schedules
+# whose task is gone. The alarm ScheduledTasksRepaired fires on any repair (the metric's Sum >= 1).
+ORPHAN_SCHEDULES_HOURS = 1
+SCHEDULE_REPAIRED_METRIC = "ScheduledTasksRepaired"
 
 FANOUT_BATCH_SIZE = 100
 FANOUT_RETRY_ATTEMPTS = 3

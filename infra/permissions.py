@@ -42,7 +42,10 @@ refuses to synthesize a function whose access nobody decided.
     (UpdateItem), and the owner index to count the owner's sessions and running turns. Never deletes.
   - ``reconcile_turns``: the sparse ``running_sessions`` index (Query), the session and its turn
     (GetItem), the wake-up claim and its release (UpdateItem), and the failure it records for a
-    dead execution (a transaction: PutItem, UpdateItem, ConditionCheckItem). Never deletes.
+    dead execution (a transaction: PutItem, UpdateItem, ConditionCheckItem). Its schedule repair
+    pass reads the sparse ``due_schedules`` index (Query) and the task (GetItem), records missed
+    runs (PutItem, conditional on their absence) and moves the task on (PutItem, conditional on its
+    revision). Never deletes.
 
   Nobody gets Scan: only the operator's ``skyloop token list`` (own
   credentials) and the local stack's TTL sweep scan the table.
@@ -78,10 +81,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from skyloop.store.keys import INDEX_BY_AGENT_NAME, INDEX_BY_OWNER, INDEX_RUNNING
+from skyloop.store.keys import INDEX_BY_AGENT_NAME, INDEX_BY_OWNER, INDEX_DUE, INDEX_RUNNING
 
 TurnAction = Literal["start", "stop", "resume", "heartbeat", "describe"]
-SchedulerAction = Literal["scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule"]
+SchedulerAction = Literal[
+    "scheduler:GetSchedule",
+    "scheduler:CreateSchedule",
+    "scheduler:UpdateSchedule",
+    "scheduler:DeleteSchedule",
+]
 
 
 @dataclass(frozen=True)
@@ -113,8 +121,9 @@ TABLE_ACCESS: dict[str, TableAccess] = {
     # a server tool call: reads the call and its agent, keeps an MCP listing (PutItem), records
     # the output (transaction) and announces the call (append); never deletes
     "run_tool": _TURN_STEP,
-    # the turn steps' access, and the sparse index of running sessions it sweeps
-    "reconcile_turns": TableAccess(actions=_TURN_STEP.actions, indexes=(INDEX_RUNNING,)),
+    # the turn steps' access, the sparse index of running sessions it sweeps, and the index of armed
+    # scheduled tasks its repair pass reads
+    "reconcile_turns": TableAccess(actions=_TURN_STEP.actions, indexes=(INDEX_RUNNING, INDEX_DUE)),
     "schedule_run": TableAccess(actions=_TURN_STEP.actions, indexes=(INDEX_BY_OWNER,)),
     "live": TableAccess(
         actions=(
@@ -144,11 +153,23 @@ TURN_ACCESS: dict[str, tuple[TurnAction, ...]] = {
 # EventBridge Scheduler actions on the schedules of the stack's group only (schedule/<group>/*), and
 # iam:PassRole of the role schedules invoke the run function with (only to scheduler.amazonaws.com).
 # The API puts a task's schedule (an update, or a create when there is none) and deletes it; the run
-# function re-arms a one-time schedule the same way and deletes a schedule whose task is gone.
+# function re-arms a one-time schedule the same way and deletes a schedule whose task is gone. The
+# reconciler's repair pass (skyloop.schedules.repair) reads a schedule to compare it with its task and
+# puts it again, and deletes the schedules whose task is gone; it lists the group's schedules
+# (scheduler:ListSchedules, which takes no resource: SCHEDULE_LISTERS get it on "*", acknowledged in
+# cdk-nag) and invokes the run function for an occurrence it catches up on (SCHEDULE_DISPATCHERS).
+_PUT_AND_DELETE: tuple[SchedulerAction, ...] = (
+    "scheduler:CreateSchedule",
+    "scheduler:UpdateSchedule",
+    "scheduler:DeleteSchedule",
+)
 SCHEDULER_ACCESS: dict[str, tuple[SchedulerAction, ...]] = {
-    "api": ("scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule"),
-    "schedule_run": ("scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule"),
+    "api": _PUT_AND_DELETE,
+    "schedule_run": _PUT_AND_DELETE,
+    "reconcile_turns": ("scheduler:GetSchedule", *_PUT_AND_DELETE),
 }
+SCHEDULE_LISTERS: tuple[str, ...] = ("reconcile_turns",)
+SCHEDULE_DISPATCHERS: tuple[str, ...] = ("reconcile_turns",)
 
 # ------------------------------------------------------------------------------------ blobs
 # Key prefixes of the blob bucket (skyloop.store.keys.session_blob_prefix / agent_blob_prefix;

@@ -121,6 +121,7 @@ class SkyloopStack(cdk.Stack):
             live=self.live,
             lifecycle=self.lifecycle,
             schedule_dead_letters=self.schedules.dead_letters,
+            schedule_repairs=True,
         )
 
         cdk.CfnOutput(self, "EndpointUrl", value=self.edge.endpoint_url, description="The one HTTPS endpoint")
@@ -297,6 +298,14 @@ class SkyloopStack(cdk.Stack):
                 "One EventBridge Scheduler schedule per scheduled task, named by the task's id, made at run "
                 "time; the grant is the actions of infra/permissions.py SCHEDULER_ACCESS on this one "
                 "schedule group's schedules, nothing else.",
+            )
+        for name in permissions.SCHEDULE_LISTERS:
+            _ack(
+                self.functions[name].role,  # type: ignore[arg-type]
+                "AwsSolutions-IAM5[Resource::*]",
+                "scheduler:ListSchedules supports no resource-level permissions; the repair pass lists "
+                "this stack's schedule group (GroupName) to delete the schedules whose scheduled task is "
+                "gone. Every other scheduler action is granted on this group's schedules only.",
             )
         _ack(
             self.schedules.dead_letters,

@@ -48,6 +48,7 @@ class Monitoring(Construct):
         live: LiveChannel | None = None,
         lifecycle: LifecycleEvents | None = None,
         schedule_dead_letters: sqs.IQueue | None = None,
+        schedule_repairs: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: list[cw.Alarm] = []
@@ -128,6 +129,21 @@ class Monitoring(Construct):
                 1,
                 "EventBridge Scheduler gave up invoking the scheduled tasks' run function (an occurrence "
                 "did not run: the message in the dead-letter queue names the task and the time)",
+            )
+        if schedule_repairs:
+            self._alarm(
+                C.SCHEDULE_REPAIRED_METRIC,
+                cw.Metric(
+                    namespace=C.SERVICE_NAME,  # Powertools metrics of the reconciler's repair pass
+                    metric_name=C.SCHEDULE_REPAIRED_METRIC,
+                    dimensions_map={"service": C.SERVICE_NAME},
+                    period=PERIOD,
+                    statistic="Sum",
+                ),
+                1,
+                "The repair pass re-armed scheduled tasks whose schedule had stopped firing (missing, "
+                "disabled or drifted: a re-arm that failed, or a change in the console); their missed "
+                "occurrences are recorded as missed runs. The reconciler's log says which and why.",
             )
         if config.alarm_topic_arn:
             topic = sns.Topic.from_topic_arn(self, "AlarmTopic", config.alarm_topic_arn)

@@ -51,7 +51,7 @@ import pytest
 
 from skyloop import manifest
 from tests.infra.conftest import STACK_NAME
-from tests.infra.helpers import as_list, function, one, resources, role_statements, statements_with
+from tests.infra.helpers import as_list, by_prefix, function, one, resources, role_statements, statements_with
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -64,6 +64,8 @@ REGION = "us-east-1"
 ACCOUNT = "123456789012"
 # Over the store's 32 KB inline limit: the output goes through the blob bucket (S3) and back.
 OUTPUT = "hi\n" + "x" * 40_000
+# the reconciler's scheduled-task repair pass, with no task to repair (skyloop.schedules.repair)
+NO_SCHEDULE_REPAIR = {"overdue": 0, "repaired": {}, "dispatched": [], "missed": 0, "failed": {}}
 TOOL = {
     "type": "function",
     "function": {
@@ -395,7 +397,7 @@ class Artifacts:
     def scheduled_event(self) -> dict[str, Any]:
         """What the reconciler's EventBridge rule sends its function (the rule passes the event whole)."""
         template = self.synth.template
-        rule_id, rule = one(template, "AWS::Events::Rule")
+        rule_id, rule = by_prefix(template, "AWS::Events::Rule", "ReconcilerSchedule")
         (target,) = rule["Properties"]["Targets"]
         assert target["Arn"] == {"Fn::GetAtt": [function(template, "reconcile_turns")[0], "Arn"]}
         assert not {"Input", "InputPath", "InputTransformer"} & set(target), target
@@ -1020,7 +1022,7 @@ def test_a_client_tool_turn_runs_through_the_built_handlers(
 
     # And the scheduled reconciler, run the same way, finds nothing stranded
     report = artifacts.invoke("reconcile_turns", artifacts.scheduled_event())
-    assert report == {"checked": 0, "resumed": [], "reset": []}
+    assert report == {"checked": 0, "resumed": [], "reset": [], "schedules": NO_SCHEDULE_REPAIR}
 
 
 def _all_events(store: Any, session_id: str) -> list[Any]:
@@ -1292,7 +1294,9 @@ def test_the_scheduled_reconciler_resets_a_turn_without_execution_and_wakes_a_pa
     driver.run(turn_input)
 
     # Then one pass checked both: it reset the turn without an execution and woke the parked one
-    assert reports == [{"checked": 2, "resumed": [parked], "reset": [stranded]}]
+    assert reports == [
+        {"checked": 2, "resumed": [parked], "reset": [stranded], "schedules": NO_SCHEDULE_REPAIR}
+    ]
     (run,) = [i for i in artifacts.log[mark:] if i.function == "reconcile_turns"]
     assert run.package_file
     assert run.package_file.startswith(str(artifacts.asset("reconcile_turns")))

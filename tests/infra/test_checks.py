@@ -59,8 +59,10 @@ ACKNOWLEDGED = {
             "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:"
             "schedule/<SchedulesGroupC7F67308>/*]",
         )
-        for role in ("ApiRole", "ScheduleRunRole")
+        for role in ("ApiRole", "ScheduleRunRole", "ReconcileTurnsRole")
     ),
+    # the schedule repair pass lists the group's schedules: scheduler:ListSchedules takes no resource
+    ("/Skyloop/Functions/ReconcileTurnsRole", "AwsSolutions-IAM5[Resource::*]"),
     ("/Skyloop/Blobs/Bucket", "AwsSolutions-S1"),
     # the web console: its bucket, and CDK's BucketDeployment handler that uploads console/dist
     ("/Skyloop/Console/Bucket", "AwsSolutions-S1"),

@@ -1,17 +1,36 @@
 """Scheduled tasks in the stack: the schedule group, the role schedules invoke the run function with, the
-dead-letter queue and its alarm, and who may touch schedules (least privilege, as infra/permissions.py says)."""
+dead-letter queue and its alarm, who may touch schedules (least privilege, as infra/permissions.py says),
+and the repair: the reconciler's pass, the hourly orphan job and the ScheduledTasksRepaired alarm."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from infra import constants as C
 from infra import permissions
 from skyloop import manifest
-from tests.infra.helpers import actions, as_list, by_prefix, function, one, resources, role_statements
+from skyloop.schedules import ORPHAN_SCHEDULES_JOB
+from tests.infra.helpers import (
+    actions,
+    as_list,
+    by_prefix,
+    function,
+    one,
+    resources,
+    role_statements,
+    statements_with,
+)
 
 Template = dict[str, Any]
 SCHEDULER_ACTIONS = {"scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule"}
+# what each function may do to the group's schedules: the API and the run function put and delete; the
+# reconciler's repair pass reads one to compare it with its task, and puts and deletes as well
+EXPECTED_SCHEDULER_ACCESS = {
+    "api": SCHEDULER_ACTIONS,
+    "schedule_run": SCHEDULER_ACTIONS,
+    "reconcile_turns": SCHEDULER_ACTIONS | {"scheduler:GetSchedule"},
+}
 
 
 def _role_of(t: Template, name: str) -> str:
@@ -59,7 +78,7 @@ def test_schedules_invoke_the_run_function_with_a_role_only_the_scheduler_of_thi
     del group
 
 
-def test_only_the_api_and_the_run_function_touch_schedules_of_the_group_and_pass_only_that_role(
+def test_only_the_api_the_run_function_and_the_reconciler_touch_schedules_of_the_group(
     template_json: Template,
 ) -> None:
     group, _, role, _ = _ids(template_json)
@@ -79,15 +98,25 @@ def test_only_the_api_and_the_run_function_touch_schedules_of_the_group_and_pass
             ],
         ]
     }
+    assert {k: set(v) for k, v in permissions.SCHEDULER_ACCESS.items()} == EXPECTED_SCHEDULER_ACCESS
     for spec in manifest.FUNCTIONS:
         statements = role_statements(template_json, _role_of(template_json, spec.name))
         touching = [s for s in statements if any(a.startswith("scheduler:") for a in as_list(s["Action"]))]
+        listing = [s for s in touching if s["Resource"] == "*"]
+        scoped = [s for s in touching if s["Resource"] != "*"]
         passing = [s for s in statements if "iam:PassRole" in as_list(s["Action"])]
-        if spec.name not in permissions.SCHEDULER_ACCESS:
+        if spec.name not in EXPECTED_SCHEDULER_ACCESS:
             assert (touching, passing) == ([], []), spec.name
             continue
-        assert actions(touching) == SCHEDULER_ACTIONS == set(permissions.SCHEDULER_ACCESS[spec.name])
-        assert [s["Resource"] for s in touching] == [schedules], spec.name
+        assert actions(scoped) == EXPECTED_SCHEDULER_ACCESS[spec.name], spec.name
+        assert [s["Resource"] for s in scoped] == [schedules], spec.name
+        # ListSchedules takes no resource: only the repair pass gets it, on "*", and nothing else there
+        expected_listing = (
+            [{"Action": "scheduler:ListSchedules", "Effect": "Allow", "Resource": "*"}]
+            if spec.name == "reconcile_turns"
+            else []
+        )
+        assert listing == expected_listing, spec.name
         assert passing == [
             {
                 "Action": "iam:PassRole",
@@ -96,6 +125,63 @@ def test_only_the_api_and_the_run_function_touch_schedules_of_the_group_and_pass
                 "Resource": {"Fn::GetAtt": [role, "Arn"]},
             }
         ], spec.name
+
+
+def test_only_the_reconciler_invokes_the_run_function_and_nothing_else(template_json: Template) -> None:
+    """The repair pass runs an occurrence it catches up on as EventBridge Scheduler would: the run function."""
+    _, _, _, run = _ids(template_json)
+    for spec in manifest.FUNCTIONS:
+        statements = role_statements(template_json, _role_of(template_json, spec.name))
+        invoking = statements_with(statements, "lambda:InvokeFunction")
+        if spec.name != "reconcile_turns":
+            assert all(s["Resource"] != {"Fn::GetAtt": [run, "Arn"]} for s in invoking), spec.name
+            continue
+        assert invoking == [
+            {"Action": "lambda:InvokeFunction", "Effect": "Allow", "Resource": {"Fn::GetAtt": [run, "Arn"]}}
+        ]
+
+
+def test_an_hourly_rule_sends_the_reconciler_the_orphan_schedules_job(template_json: Template) -> None:
+    reconciler, _ = function(template_json, "reconcile_turns")
+    rule_id, rule = by_prefix(template_json, "AWS::Events::Rule", "SchedulesOrphanSchedules")
+    props = rule["Properties"]
+    assert props["ScheduleExpression"] == f"rate({C.ORPHAN_SCHEDULES_HOURS} hour)"
+    assert props["State"] == "ENABLED"
+    (target,) = props["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": [reconciler, "Arn"]}
+    assert json.loads(target["Input"]) == {"job": "orphan_schedules"} == {"job": ORPHAN_SCHEDULES_JOB}
+    assert target["RetryPolicy"]["MaximumRetryAttempts"] == 0  # the next hour is the retry
+    permissions_ = [
+        p["Properties"]
+        for p in resources(template_json, "AWS::Lambda::Permission").values()
+        if p["Properties"].get("SourceArn") == {"Fn::GetAtt": [rule_id, "Arn"]}
+    ]
+    assert [(p["Principal"], p["FunctionName"]) for p in permissions_] == [
+        ("events.amazonaws.com", {"Fn::GetAtt": [reconciler, "Arn"]})
+    ]
+
+
+def test_repairs_are_alarmed_on_the_reconcilers_metric(template_json: Template) -> None:
+    (alarm,) = [
+        a["Properties"]
+        for a in resources(template_json, "AWS::CloudWatch::Alarm").values()
+        if a["Properties"].get("MetricName") == "ScheduledTasksRepaired"
+    ]
+    # the Powertools metric the reconciler emits (namespace and service dimension as the functions set)
+    assert alarm["Namespace"] == C.SERVICE_NAME == "skyloop"
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": C.SERVICE_NAME}]
+    env = function(template_json, "reconcile_turns")[1]["Properties"]["Environment"]["Variables"]
+    assert (env["POWERTOOLS_METRICS_NAMESPACE"], env["POWERTOOLS_SERVICE_NAME"]) == ("skyloop", "skyloop")
+    # > 0 in a period: any repair is news (a chain had broken)
+    assert (alarm["Statistic"], alarm["Threshold"], alarm["ComparisonOperator"]) == (
+        "Sum",
+        1,
+        "GreaterThanOrEqualToThreshold",
+    )
+    assert alarm["TreatMissingData"] == "notBreaching"
+    # and it is the metric the reconciler's handler emits
+    handler = (manifest.by_name("reconcile_turns").code_dir / "handler.py").read_text()
+    assert 'name="ScheduledTasksRepaired"' in handler
 
 
 def test_the_api_arms_schedules_at_the_run_function_with_retries_and_the_dead_letter_queue(
@@ -116,6 +202,10 @@ def test_the_api_arms_schedules_at_the_run_function_with_retries_and_the_dead_le
     own = function(template_json, "schedule_run")[1]["Properties"]["Environment"]["Variables"]
     assert {k: own[k] for k in expected} == expected
     assert "SKYLOOP_SCHEDULE_TARGET_ARN" not in own
+    # the reconciler's repair pass puts schedules as the API does, and invokes the run function
+    reconciler = function(template_json, "reconcile_turns")[1]["Properties"]["Environment"]["Variables"]
+    assert {k: reconciler[k] for k in expected} == expected
+    assert reconciler["SKYLOOP_SCHEDULE_TARGET_ARN"] == {"Fn::GetAtt": [run, "Arn"]}
 
 
 def test_the_dead_letter_queue_is_encrypted_tls_only_kept_14_days_and_alarmed(

@@ -499,7 +499,7 @@ STREAM_READS = {
 }
 EXPECTED_INDEXES = {
     "api": {"by_owner", "by_agent_name"},
-    RECONCILER.name: {"running_sessions"},
+    RECONCILER.name: {"running_sessions", "due_schedules"},  # and the armed scheduled tasks (repair)
     "lifecycle_events": {"by_owner"},  # routing: the endpoints of a session's owner
     "schedule_run": {"by_owner"},  # the owner's sessions and running turns, for their quotas
 }
@@ -579,17 +579,19 @@ def test_api_turn_grants_target_this_machine(template_json: Template) -> None:
 def test_reconciler_runs_on_a_schedule_and_reads_executions_of_this_machine(template_json: Template) -> None:
     fn_id, _ = function(template_json, RECONCILER.name)
     # Given the EventBridge rule: every reconcileMinutes (default 2), the reconciler, no retries
-    _, rule = one(template_json, "AWS::Events::Rule")
+    rule_id, rule = by_prefix(template_json, "AWS::Events::Rule", "ReconcilerSchedule")
     props = rule["Properties"]
     assert props["ScheduleExpression"] == f"rate({C.RECONCILE_DEFAULT_MINUTES} minutes)"
     assert props["State"] == "ENABLED"
     (target,) = props["Targets"]
     assert target["Arn"] == {"Fn::GetAtt": [fn_id, "Arn"]}
     assert target["RetryPolicy"]["MaximumRetryAttempts"] == 0
+    assert "Input" not in target  # the scheduled event, whole: a reconciler pass (and the schedule repair)
     (permission,) = [
         p["Properties"]
         for p in resources(template_json, "AWS::Lambda::Permission").values()
         if p["Properties"]["Principal"] == "events.amazonaws.com"
+        and p["Properties"]["SourceArn"] == {"Fn::GetAtt": [rule_id, "Arn"]}
     ]
     assert permission["FunctionName"] == {"Fn::GetAtt": [fn_id, "Arn"]}
     # And it may describe executions of this machine only, and wake a parked one
@@ -642,12 +644,15 @@ LOG_DELIVERY = {
 def test_wildcard_resources_carry_only_tracing_and_log_delivery(template_json: Template) -> None:
     machine_role = one(template_json, "AWS::StepFunctions::StateMachine")[1]["Properties"]["RoleArn"]
     stream_roles = [{"Ref": _role_of(template_json, name)} for name in ("push_fanout", "lifecycle_events")]
+    listers = [{"Ref": _role_of(template_json, name)} for name in permissions.SCHEDULE_LISTERS]
     # Given every policy in the stack
     for policy_id, policy in resources(template_json, "AWS::IAM::Policy").items():
         roles = policy["Properties"]["Roles"]
         allowed = TRACING | (LOG_DELIVERY if {"Ref": machine_role["Fn::GetAtt"][0]} in roles else set())
         if any(r in roles for r in stream_roles):  # a stream event source: ListStreams takes no resource
             allowed = allowed | {"dynamodb:ListStreams"}
+        if any(r in roles for r in listers):  # the schedule repair lists its group: ListSchedules takes none
+            allowed = allowed | {"scheduler:ListSchedules"}
         if policy_id.startswith(BUCKET_DEPLOYMENT_HANDLER):  # the console upload invalidates the edge cache
             allowed = {"cloudfront:CreateInvalidation", "cloudfront:GetInvalidation"}
         for s in policy["Properties"]["PolicyDocument"]["Statement"]:

@@ -317,3 +317,153 @@ def test_the_local_scheduler_fires_what_is_due_and_applies_the_missed_run_policy
     assert _epoch(later["next_run_at"]) == midnight + 86400
     for task in (on_time, down_for_hours, down_for_days):
         api.call("DELETE", f"/v1/scheduled-tasks/{task['id']}")
+
+
+# ------------------------------------------------------------------------------------ repair
+def _reconcile(aws: Stack, event: dict[str, Any]) -> dict[str, Any]:
+    """Invoke the reconciler function as its EventBridge rules do."""
+    out = deps.client("lambda").invoke(
+        FunctionName=aws.resources.function_arns["reconcile_turns"], Payload=json.dumps(event)
+    )
+    payload = json.loads(out["Payload"].read())
+    assert "FunctionError" not in out, payload
+    return dict(payload)
+
+
+SCHEDULED_EVENT = {"version": "0", "detail-type": "Scheduled Event", "source": "aws.events", "detail": {}}
+
+
+def _armed_in_the_past(task: dict[str, Any], due: int, anchor: str | None = None) -> None:
+    """As if the task (set a week before ``due``, or at ``anchor``) had been armed for ``due`` and nothing
+    fired since."""
+    store = deps.store()
+    stored = store.get_scheduled_task(task["id"])
+    assert stored is not None
+    week_ago = datetime.fromtimestamp(due - 7 * 86400, UTC).replace(hour=0, minute=0, second=0, tzinfo=None)
+    moved = stored.model_copy(
+        update={"next_run_at": due, "armed_at": due - 60, "anchor": anchor or week_ago.isoformat()}
+    )
+    assert store.replace_scheduled_task(moved, revision=stored.revision)
+
+
+def _age_schedule(task_id: str, seconds: int) -> None:
+    """Make moto's schedule look last changed ``seconds`` earlier (the orphan job spares young ones)."""
+    from moto.scheduler.models import scheduler_backends
+
+    backend = scheduler_backends["123456789012"]["us-east-1"]
+    schedule = backend.schedule_groups[SCHEDULE_GROUP].schedules[task_id]
+    schedule.last_modified_date -= seconds
+    schedule.creation_date -= seconds
+
+
+def test_the_reconciler_repairs_schedules_that_stopped_firing_and_catches_up_as_the_local_scheduler(
+    aws: Stack, api: Api
+) -> None:
+    """A one-time schedule whose re-arm never happened and a cron schedule disabled in the console are put
+    back from their rows, through the real reconcile_turns and schedule_run functions; the newest missed
+    occurrence within the grace period runs, older ones are recorded as missed; a paused task stays."""
+    import time
+
+    from skyloop.schedules import plans
+
+    agent = aws.register_agent(aws.mock_llm.script(*[{"text": "caught up"}] * 3))
+    store = deps.store()
+    now = int(time.time())
+    # a rule cron cannot say: the run function crashed after an occurrence 90 minutes ago, before re-arming
+    crashed = _create(api, agent.id, rrule=EVERY_7_MIN, timezone="UTC")
+    anchor = datetime.fromtimestamp(now - 7 * 86400, UTC).replace(hour=0, minute=0, second=0, tzinfo=None)
+    probe = store.get_scheduled_task(crashed["id"])
+    assert probe is not None
+    probe = probe.model_copy(update={"anchor": anchor.isoformat()})
+    due = plans.passed_occurrences(probe, since=now - 6000, until=now - 5400)[-1]
+    _armed_in_the_past(crashed, due, anchor.isoformat())
+    stale = store.get_scheduled_task(crashed["id"])
+    assert stale is not None
+    plan = plans.plan_for(stale)
+    assert plan is not None
+    schedules = deps.schedules()
+    assert schedules is not None
+    schedules.put(stale, plan)  # the spent at() it fired from
+    # a daily cron task disabled in the console: its occurrences 12 and 36 hours ago did not fire
+    hour = (datetime.fromtimestamp(now, UTC).hour + 12) % 24
+    disabled = _create(api, agent.id, rrule=f"FREQ=DAILY;BYHOUR={hour};BYMINUTE=0", timezone="UTC")
+    first = _epoch(disabled["next_run_at"]) - 2 * 86400
+    _armed_in_the_past(disabled, first)
+    held = _schedule(disabled["id"])
+    assert held is not None
+    _scheduler().update_schedule(
+        **{k: held[k] for k in ("Name", "GroupName", "ScheduleExpression", "FlexibleTimeWindow", "Target")},
+        ScheduleExpressionTimezone="UTC",
+        State="DISABLED",
+    )
+    # a paused task whose schedule someone deleted: paused tasks are left alone
+    paused = _create(api, agent.id, rrule=EVERY_7_MIN, timezone="UTC")
+    assert api.patch_json(f"/v1/scheduled-tasks/{paused['id']}", {"state": "paused"}).status == 200
+    _scheduler().delete_schedule(Name=paused["id"], GroupName=SCHEDULE_GROUP)
+    paused_row = store.get_scheduled_task(paused["id"])
+
+    report = _reconcile(aws, SCHEDULED_EVENT)["schedules"]
+
+    assert report["failed"] == {}
+    assert report["repaired"] == {crashed["id"]: ["expression"], disabled["id"]: ["disabled"]}
+    assert report["dispatched"] == [crashed["id"]]
+    # the one-time task: the newest missed occurrence (within 15 minutes) runs, as a scheduled run
+    passed = plans.passed_occurrences(stale, since=due, until=now)
+    newest = passed[-1]
+    assert now - newest < 900  # within the grace period: it runs
+    wait_until(
+        lambda: any(r["status"] == "succeeded" for r in _runs(api, crashed["id"])), what="the caught-up run"
+    )
+    runs = _runs(api, crashed["id"])
+    ran = [r for r in runs if r["status"] != "missed"]
+    assert [(r["scheduled_at"], r["trigger"]) for r in ran] == [(newest, "schedule")]
+    missed = [r for r in runs if r["status"] == "missed"]
+    assert len(passed) > 11  # the newest ten of the others are recorded
+    assert [r["scheduled_at"] for r in missed] == sorted(passed[:-1], reverse=True)[:10]
+    assert {(r["trigger"], r["error_code"]) for r in missed} == {("catch_up", "missed")}
+    # and its chain goes on: the schedule is at the row's next occurrence, after now
+    armed = store.get_scheduled_task(crashed["id"])
+    assert armed is not None
+    assert armed.next_run_at is not None
+    assert armed.next_run_at > now
+    assert _schedule(crashed["id"])["ScheduleExpression"] == f"at({_iso_z(armed.next_run_at)[:-1]})"  # type: ignore[index]
+    # the cron task: enabled again, its two missed days recorded, moved on
+    held = _schedule(disabled["id"])
+    assert held is not None
+    assert (held["State"], held["ScheduleExpression"]) == ("ENABLED", f"cron(0 {hour} * * ? *)")
+    days = _runs(api, disabled["id"])
+    assert [(r["scheduled_at"], r["status"]) for r in days] == [
+        (first + 86400, "missed"),
+        (first, "missed"),
+    ]
+    later = api.get(f"/v1/scheduled-tasks/{disabled['id']}").body
+    assert _epoch(later["next_run_at"]) == first + 2 * 86400
+    # the paused one: untouched
+    assert _schedule(paused["id"]) is None
+    assert store.get_scheduled_task(paused["id"]) == paused_row
+    # a second pass finds nothing overdue
+    again = _reconcile(aws, SCHEDULED_EVENT)["schedules"]
+    assert (again["repaired"], again["dispatched"], again["failed"]) == ({}, [], {})
+    for task in (crashed, disabled, paused):
+        api.call("DELETE", f"/v1/scheduled-tasks/{task['id']}")
+
+
+def test_the_hourly_orphan_job_deletes_schedules_whose_task_is_gone(aws: Stack, api: Api) -> None:
+    agent = aws.register_agent(aws.mock_llm.script({"text": "done"}))
+    kept = _create(api, agent.id)
+    gone = _create(api, agent.id)
+    young = _create(api, agent.id)
+    for task in (gone, young):
+        deps.store().delete_scheduled_task(task["id"])  # deletions that stopped before their schedule went
+    for task in (kept, gone):
+        _age_schedule(task["id"], 3600)
+    report = _reconcile(aws, {"job": "orphan_schedules"})
+    assert set(report) == {"orphan_schedules"}  # that job only: no reconciler pass
+    assert report["orphan_schedules"]["deleted"] == [gone["id"]]
+    assert report["orphan_schedules"]["failed"] == {}
+    assert _schedule(gone["id"]) is None
+    assert _schedule(kept["id"]) is not None  # its task exists
+    assert _schedule(young["id"]) is not None  # maybe a task's whose row is being written: spared
+    _age_schedule(young["id"], 3600)
+    assert _reconcile(aws, {"job": "orphan_schedules"})["orphan_schedules"]["deleted"] == [young["id"]]
+    api.call("DELETE", f"/v1/scheduled-tasks/{kept['id']}")

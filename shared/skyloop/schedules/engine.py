@@ -79,14 +79,23 @@ class EventBridgeSchedules:
         self.max_event_age_s = max_event_age_s
 
     def put(self, task: ScheduledTask, plan: Plan) -> None:
-        """Create the task's schedule, or replace what it says (a re-arm is an update)."""
+        """Create the task's schedule, or replace what it says (a re-arm is an update).
+
+        A create is conditional by nature (it fails when the schedule exists): one
+        that lost to a concurrent create updates what that one made.
+        """
         kwargs = self._schedule(task, plan)
         try:
             self.client.update_schedule(**kwargs)
         except ClientError as exc:
             if _code(exc) != "ResourceNotFoundException":
                 raise
-            self.client.create_schedule(**kwargs)
+            try:
+                self.client.create_schedule(**kwargs)
+            except ClientError as again:
+                if _code(again) != "ConflictException":
+                    raise
+                self.client.update_schedule(**kwargs)
 
     def delete(self, task_id: str) -> None:
         """Remove the task's schedule (one already gone is no error)."""
@@ -104,6 +113,46 @@ class EventBridgeSchedules:
             if _code(exc) != "ResourceNotFoundException":
                 raise
             return None
+
+    def drift(self, task: ScheduledTask, plan: Plan) -> tuple[str, ...]:
+        """How the task's schedule differs from what ``plan`` says it should be; empty when it matches.
+
+        ``missing`` when there is none; else the parts that differ: ``disabled``
+        (or ``state``), ``expression``, ``timezone``, ``target`` (another
+        function) and ``input`` (another payload). This is what the repair pass
+        compares (skyloop.schedules.repair): a schedule deleted or disabled in
+        the console, or left behind by a re-arm that never happened.
+        """
+        held = self.get(task.id)
+        if held is None:
+            return ("missing",)
+        want = self._schedule(task, plan)
+        found: list[str] = []
+        if held.get("State") != want["State"]:
+            found.append("disabled" if held.get("State") == "DISABLED" else "state")
+        if held.get("ScheduleExpression") != want["ScheduleExpression"]:
+            found.append("expression")
+        if (held.get("ScheduleExpressionTimezone") or "UTC") != want["ScheduleExpressionTimezone"]:
+            found.append("timezone")
+        target = held.get("Target") or {}
+        if target.get("Arn") != want["Target"]["Arn"]:
+            found.append("target")
+        if _json(target.get("Input")) != _json(want["Target"]["Input"]):
+            found.append("input")
+        return tuple(found)
+
+    def list_names(self) -> list[tuple[str, datetime | None]]:
+        """Every schedule of the group: its name and when it was last changed (None if not said)."""
+        out: list[tuple[str, datetime | None]] = []
+        kwargs: dict[str, Any] = {"GroupName": self.group}
+        while True:
+            page = self.client.list_schedules(**kwargs)
+            for summary in page.get("Schedules", []):
+                changed = summary.get("LastModificationDate") or summary.get("CreationDate")
+                out.append((str(summary["Name"]), changed if isinstance(changed, datetime) else None))
+            if not page.get("NextToken"):
+                return out
+            kwargs["NextToken"] = page["NextToken"]
 
     def _schedule(self, task: ScheduledTask, plan: Plan) -> dict[str, Any]:
         if not self.target_arn:
@@ -137,6 +186,14 @@ class EventBridgeSchedules:
         if plan.end is not None:
             kwargs["EndDate"] = plan.end
         return kwargs
+
+
+def _json(text: Any) -> Any:
+    """A target's input as data (key order and spacing are not drift); text that is not JSON as is."""
+    try:
+        return json.loads(text) if isinstance(text, str) else text
+    except ValueError:
+        return text
 
 
 def _code(exc: ClientError) -> str:

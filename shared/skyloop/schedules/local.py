@@ -6,7 +6,8 @@ Scheduler's own precision is a minute): it reads the tasks whose
 next occurrence has come (the table's ``due_schedules`` index, so the state it
 works from persists with the table) and invokes the same function
 asynchronously with the same payload. What came due while the stack was down
-is handled by the missed-run policy (:func:`skyloop.schedules.runs.catch_up`):
+is handled by the missed-run policy (:func:`skyloop.schedules.runs.catch_up_task`, which the
+cloud's repair pass applies too):
 an occurrence passed at most ``SKYLOOP_SCHEDULE_MISSED_GRACE_S`` (15 minutes)
 ago still runs, once; older ones are recorded as ``missed`` runs and the task
 moves on to its next occurrence.
@@ -18,7 +19,6 @@ import json
 import logging
 import threading
 import time
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from skyloop.schedules import runs
@@ -63,8 +63,7 @@ class LocalScheduler:
         if (task.id, due) in self._sent:
             return False
         self._sent[(task.id, due)] = time.time()
-        scheduled = datetime.fromtimestamp(due, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        self._invoke({"task_id": task.id, "scheduled_at": scheduled})
+        self._invoke(runs.fire_event(task.id, due))
         return True
 
     def start(self, tick_s: float) -> threading.Thread:

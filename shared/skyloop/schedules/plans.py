@@ -54,17 +54,23 @@ def plan_for(task: ScheduledTask) -> Plan | None:
     """The schedule the task needs: cron when cron says the rule, else one-time for the next occurrence.
 
     None when the rule has ended (no occurrence left): the schedule is deleted.
-    A paused task keeps its schedule, disabled.
+    A paused task keeps its schedule, disabled. ``starts_at`` bounds a cron
+    schedule only while it is ahead: EventBridge Scheduler refuses a start more
+    than 5 minutes past, so a schedule put again later (an edit, a resume, a
+    repair) would fail, and a passed start bounds nothing. A one-time schedule
+    never takes one (its instant is the next occurrence, after ``starts_at``).
     """
     rule, anchor, starts = _rule(task)
     tz = rules.zone(task.timezone)
     enabled = task.state == "active"
+    now = datetime.now(UTC)
     cron = rules.cron_expression(rule, anchor)
     if cron is not None:
         end = rules.until_instant(rule, tz, anchor)
-        if end is not None and end.timestamp() < datetime.now(UTC).timestamp():
+        if end is not None and end < now:
             return None
-        return Plan(expression=cron, timezone=task.timezone, start=starts, end=end, enabled=enabled)
+        start = starts if starts is not None and starts > now else None
+        return Plan(expression=cron, timezone=task.timezone, start=start, end=end, enabled=enabled)
     nxt = task.next_run_at
     if nxt is None and enabled:
         return None

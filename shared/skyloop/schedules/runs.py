@@ -20,6 +20,7 @@ import hashlib
 import logging
 import secrets
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -57,6 +58,14 @@ def parse_scheduled_time(value: str | int | float) -> int:
     if isinstance(value, int | float):
         return int(value)
     return int(datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC).timestamp())
+
+
+def fire_event(task_id: str, scheduled_at: int) -> dict[str, str]:
+    """The run function's input as EventBridge Scheduler sends it (the scheduler's part, where ours fires)."""
+    return {
+        "task_id": task_id,
+        "scheduled_at": datetime.fromtimestamp(scheduled_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
 
 
 # ----------------------------------------------------------------------------------- fire
@@ -264,6 +273,15 @@ def _cost(store: Store, run: ScheduledRun, spend_micros: int) -> float | None:
 
 
 # ------------------------------------------------------------------------- missed runs
+@dataclass(frozen=True)
+class CatchUp:
+    """What the missed-run policy did for one task."""
+
+    dispatched: int | None = None  # the occurrence handed to ``dispatch`` (its fire arms the next)
+    missed: int = 0  # occurrences recorded ``missed``
+    advanced: bool = False  # the task moved on to its next occurrence after now
+
+
 def catch_up(
     store: Store,
     schedules: EventBridgeSchedules | None,
@@ -272,42 +290,56 @@ def catch_up(
     grace_s: int,
     dispatch: Callable[[ScheduledTask, int], bool],
 ) -> list[str]:
-    """Fire what came due; apply the missed-run policy to what came due while no scheduler ran.
-
-    For each armed task whose next occurrence has passed:
-
-    * passed at most ``grace_s`` ago: ``dispatch(task, occurrence)`` fires it
-      (the local stack invokes the ``schedule_run`` function, as EventBridge
-      Scheduler does in the cloud; False: it had sent that occurrence already);
-    * passed longer ago (the stack was down): that occurrence and the later
-      ones that also passed are recorded as ``missed`` runs (at most
-      :data:`MAX_MISSED_RECORDED`, the newest); if the newest of them passed
-      within ``grace_s`` it runs instead of being recorded; then the next
-      occurrence after now is armed.
-
-    Returns the ids of the tasks dispatched by this pass.
-    """
+    """Fire what came due; apply the missed-run policy (:func:`catch_up_task`) to each armed task whose
+    next occurrence has passed. Returns the ids of the tasks dispatched by this pass."""
     dispatched: list[str] = []
     for task in store.list_due_scheduled_tasks(before=now):
-        due = task.next_run_at
-        if due is None or task.state != "active":
-            continue
-        if now - due <= grace_s:
-            if dispatch(task, due):
-                dispatched.append(task.id)
-            continue
-        passed = plans.passed_occurrences(task, since=due, until=now)
-        newest = passed[-1] if passed else due
-        run_now = now - newest <= grace_s
-        missed = passed[:-1] if run_now else passed
-        for at in missed[-MAX_MISSED_RECORDED:]:
-            _record_missed(store, task, at, now, len(missed))
-        if run_now:
-            if dispatch(task.model_copy(update={"next_run_at": newest}), newest):
-                dispatched.append(task.id)
-        else:
-            advance(store, schedules, task, now, now)
+        done = catch_up_task(store, schedules, task, now=now, grace_s=grace_s, dispatch=dispatch)
+        if done.dispatched is not None:
+            dispatched.append(task.id)
     return dispatched
+
+
+def catch_up_task(
+    store: Store,
+    schedules: EventBridgeSchedules | None,
+    task: ScheduledTask,
+    *,
+    now: int,
+    grace_s: int,
+    dispatch: Callable[[ScheduledTask, int], bool],
+) -> CatchUp:
+    """The missed-run policy for one task whose next occurrence has passed: one rule for the local
+    scheduler after a restart and for the cloud's repair pass (:mod:`skyloop.schedules.repair`).
+
+    * passed at most ``grace_s`` ago: ``dispatch(task, occurrence)`` fires it
+      (the ``schedule_run`` function, invoked as EventBridge Scheduler does;
+      False: that occurrence was sent already);
+    * passed longer ago (no scheduler ran): that occurrence and the later ones
+      that also passed are recorded as ``missed`` runs (at most
+      :data:`MAX_MISSED_RECORDED`, the newest); if the newest of them passed
+      within ``grace_s`` it runs instead of being recorded; otherwise the next
+      occurrence after now is armed (``schedules`` given: a one-time schedule
+      is re-armed too).
+
+    A paused task, or one not due yet, is left alone.
+    """
+    due = task.next_run_at
+    if due is None or task.state != "active" or due > now:
+        return CatchUp()
+    if now - due <= grace_s:
+        return CatchUp(dispatched=due if dispatch(task, due) else None)
+    passed = plans.passed_occurrences(task, since=due, until=now)
+    newest = passed[-1] if passed else due
+    run_now = now - newest <= grace_s
+    missed = passed[:-1] if run_now else passed
+    for at in missed[-MAX_MISSED_RECORDED:]:
+        _record_missed(store, task, at, now, len(missed))
+    if run_now:
+        sent = dispatch(task.model_copy(update={"next_run_at": newest}), newest)
+        return CatchUp(dispatched=newest if sent else None, missed=len(missed))
+    advance(store, schedules, task, now, now)
+    return CatchUp(missed=len(missed), advanced=True)
 
 
 def _record_missed(store: Store, task: ScheduledTask, at: int, now: int, total: int) -> None:
