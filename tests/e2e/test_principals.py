@@ -41,6 +41,7 @@ class Tenants:
     file_id: str = ""
     webhook_id: str = ""
     task_id: str = ""
+    automation_id: str = ""
 
     def client(self, who: str) -> httpx.Client:
         return httpx.Client(
@@ -132,6 +133,29 @@ def tenants(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tenants]:
             )
             assert task.status_code == 200, task.text
             t.task_id = task.json()["id"]
+            automation = alice.post(
+                "/openai/v1/agents/automations",
+                json={
+                    "type": "periodic",
+                    "name": "alice's report",
+                    "expression": "0 9 * * *",
+                    "timezone": "UTC",
+                    "target": {
+                        "type": "new_session",
+                        "agent_id": t.agent_id,
+                        "environment": {"type": "none"},
+                        "input": [
+                            {
+                                "type": "message",
+                                "role": "user",
+                                "content": [{"type": "input_text", "text": "report"}],
+                            }
+                        ],
+                    },
+                },
+            )
+            assert automation.status_code == 200, automation.text
+            t.automation_id = automation.json()["id"]
         yield t
     finally:
         _stop(proc)
@@ -151,6 +175,9 @@ def alice_state(t: Tenants) -> dict[str, Any]:
         webhooks = alice.get("/v1/webhooks").json()["data"]
         tasks = alice.get("/v1/scheduled-tasks").json()["scheduled_tasks"]
         runs = alice.get(f"/v1/scheduled-tasks/{t.task_id}/runs").json()["runs"]
+        automation = alice.get(f"/openai/v1/agents/automations/{t.automation_id}").json()
+        invocations = alice.get(f"/openai/v1/agents/automations/{t.automation_id}/invocations").json()["data"]
+        endpoint = alice.get(f"/openai/v1/webhook_endpoints/{t.webhook_id}").json()
     keep = ("status", "title", "labels", "archived", "last_seq", "runner_id", "agent_id", "usage")
     return {
         "session": {k: snapshot.get(k) for k in keep},
@@ -163,6 +190,9 @@ def alice_state(t: Tenants) -> dict[str, Any]:
         "webhooks": webhooks,
         "tasks": [{k: task[k] for k in ("id", "name", "state", "rrule", "next_run_at")} for task in tasks],
         "runs": runs,
+        "automation": automation,
+        "invocations": invocations,
+        "endpoint": endpoint,
     }
 
 
@@ -218,6 +248,20 @@ CROSS_CASES: dict[tuple[str, str], dict[str, Any] | None] = {
     ("GET", "/v1/webhooks/{webhook_id}/deliveries"): None,
     ("POST", "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver"): {},
     ("POST", "/v1/webhooks/{webhook_id}/test"): {},
+    # OpenAI's automations are scheduled tasks and its webhook endpoints are skyloop's: the same owners
+    ("GET", "/openai/v1/agents/automations/{automation_id}"): None,
+    ("POST", "/openai/v1/agents/automations/{automation_id}"): {"name": "bob's now"},
+    ("DELETE", "/openai/v1/agents/automations/{automation_id}"): None,
+    ("POST", "/openai/v1/agents/automations/{automation_id}/pause"): {},
+    ("POST", "/openai/v1/agents/automations/{automation_id}/resume"): {},
+    ("POST", "/openai/v1/agents/automations/{automation_id}/invocations"): {},
+    ("GET", "/openai/v1/agents/automations/{automation_id}/invocations"): None,
+    ("GET", "/openai/v1/agents/automations/{automation_id}/invocations/{invocation_id}"): None,
+    ("GET", "/openai/v1/webhook_endpoints/{endpoint_id}"): None,
+    ("POST", "/openai/v1/webhook_endpoints/{endpoint_id}"): {"url": "http://127.0.0.1:9/bob"},
+    ("DELETE", "/openai/v1/webhook_endpoints/{endpoint_id}"): None,
+    ("POST", "/openai/v1/webhook_endpoints/{endpoint_id}/rotate_secret"): {},
+    ("POST", "/openai/v1/webhook_endpoints/{endpoint_id}/test"): {"event_type": "agent.session.idle"},
 }
 # Routes with no id of alice's in the path: what bob can do with them is checked below.
 NO_ID_ROUTES = {
@@ -241,6 +285,11 @@ NO_ID_ROUTES = {
     ("POST", "/openai/v1/agents/sessions"),
     ("GET", "/v1/webhooks"),
     ("POST", "/v1/webhooks"),
+    ("GET", "/openai/v1/agents/automations"),
+    ("POST", "/openai/v1/agents/automations"),
+    ("GET", "/openai/v1/webhook_endpoints"),
+    ("POST", "/openai/v1/webhook_endpoints"),
+    ("GET", "/openai/v1/webhook_event_types"),
 }
 
 
@@ -260,6 +309,9 @@ def test_every_route_with_another_principals_id_is_not_found(tenants: Tenants) -
         "turn_id": turn,
         "webhook_id": tenants.webhook_id,
         "delivery_id": "evt_" + UNKNOWN,
+        "automation_id": tenants.automation_id,
+        "invocation_id": UNKNOWN,
+        "endpoint_id": tenants.webhook_id,
     }
     with tenants.client("bob") as bob:
         for (method, path), body in CROSS_CASES.items():
@@ -272,6 +324,9 @@ def test_every_route_with_another_principals_id_is_not_found(tenants: Tenants) -
                 webhook_id=UNKNOWN,
                 delivery_id=UNKNOWN,
                 task_id=UNKNOWN,
+                automation_id=UNKNOWN,
+                invocation_id=UNKNOWN,
+                endpoint_id=UNKNOWN,
             )
             sent: dict[str, Any] = {"files": body} if body is FILE_UPLOAD else {"json": body}
             # When bob names alice's id
@@ -288,6 +343,7 @@ def test_every_route_with_another_principals_id_is_not_found(tenants: Tenants) -
                 .replace(tenants.file_id, UNKNOWN)
                 .replace(tenants.webhook_id, UNKNOWN)
                 .replace(tenants.task_id, UNKNOWN)
+                .replace(tenants.automation_id, UNKNOWN)
                 == mine.json()["error"]["message"]
             )
         # And a task of alice's agent cannot be scheduled: the agent is as unknown as one that does not exist
@@ -314,6 +370,8 @@ def test_every_route_with_another_principals_id_is_not_found(tenants: Tenants) -
         assert bob.get("/v1/agents", params={"scope": "user"}).json()["data"] == []
         assert bob.get("/v1/agents", params={"name": "helper"}).json()["data"] == []
         assert bob.get("/v1/webhooks").json()["data"] == []
+        assert bob.get("/openai/v1/agents/automations").json()["data"] == []
+        assert bob.get("/openai/v1/webhook_endpoints").json()["data"] == []
         assert bob.get("/v1/webhooks", params={"owner": "alice"}).status_code == 403
         # And naming alice as the owner to list is refused to a non-admin
         refused = bob.get("/v1/sessions", params={"owner": "alice"})
@@ -381,7 +439,9 @@ def test_admin_sees_every_principals_resources(tenants: Tenants) -> None:
         assert tenants.webhook_id in [h["id"] for h in hooks]
         assert admin.get(f"/v1/scheduled-tasks/{tenants.task_id}").status_code == 200
         tasks = admin.get("/v1/scheduled-tasks", params={"owner": "alice"}).json()["scheduled_tasks"]
-        assert [t["id"] for t in tasks] == [tenants.task_id]
+        # (an OpenAI automation is a scheduled task too, listed with its origin)
+        assert sorted(t["id"] for t in tasks) == sorted([tenants.task_id, tenants.automation_id])
+        assert admin.get(f"/openai/v1/agents/automations/{tenants.automation_id}").status_code == 200
         with admin.stream("GET", f"/v1/sessions/{tenants.session_id}/stream?after=0") as stream:
             assert stream.status_code == 200
 

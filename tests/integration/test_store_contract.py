@@ -759,6 +759,20 @@ def test_running_sessions_are_listed_exactly_while_running(store: Store) -> None
     assert session.id not in {s.id for s in store.list_running_sessions()}
 
 
+def test_turns_begun_in_one_second_list_in_the_order_they_began(store: Store) -> None:
+    """``created_at`` is in seconds; the usage report and turn listings must not order by random ids."""
+    session = _session(store)
+    for rid in ("resp_z", "resp_m", "resp_a"):  # one second, ids sorting against the order of creation
+        store.append(
+            Append(
+                session.id,
+                events=[("response.created", {"id": rid})],
+                new_turn=Turn(session_id=session.id, response_id=rid, agent_id="a", created_at=10),
+            )
+        )
+    assert [t.response_id for t in store.list_turns(session.id)] == ["resp_z", "resp_m", "resp_a"]
+
+
 def test_turns_record_their_cost_and_their_end_and_list_oldest_first(store: Store) -> None:
     """Spend (skyloop.pricing) sums like tokens; how a turn ended lands on its row with its terminal
     append, folded into the same model call's decision update or on its own (a cancel, a failure)."""

@@ -138,6 +138,8 @@ class Turn(BaseModel):
     response_id: str
     agent_id: str
     created_at: int
+    # the session's event seq where the turn began (set by the store): orders turns begun in one second
+    start_seq: int | None = None
     tools: list[ClientTool] = Field(default_factory=list)
     model_override: str | None = None  # the starting message's per-event model (omnigent), over the session's
     task_token: str | None = None
@@ -159,6 +161,11 @@ class Turn(BaseModel):
     def usage(self) -> dict[str, int]:
         """Responses-shaped usage of the whole turn."""
         return token_usage(self.input_tokens, self.output_tokens)
+
+
+def turn_order(turn: Turn) -> tuple[int, int, str]:
+    """Oldest first: ``created_at`` is in seconds, so two turns of one second go by where they began."""
+    return (turn.created_at, turn.start_seq or 0, turn.response_id)
 
 
 def token_usage(input_tokens: int, output_tokens: int) -> dict[str, int]:

@@ -23,6 +23,7 @@ from skyloop.models.session import (
     SessionFile,
     TaskError,
     Turn,
+    turn_order,
 )
 from skyloop.store import keys, notifier
 from skyloop.store.records import AppendResult, ConditionFailedError, StoredEvent, TokenRecord, TurnDecision
@@ -325,16 +326,18 @@ class MemoryStore:
                 position=seq,
                 data=copy.deepcopy(item.data),
             )
-        self._apply_turn_records(data, batch, now)
+        self._apply_turn_records(data, batch, now, first)
         for claim in batch.claims:
             data.dedupe[claim] = expires
         self.appends += 1
         return AppendResult(first_seq=first, last_seq=last)
 
     @staticmethod
-    def _apply_turn_records(data: _SessionData, batch: Append, now: int) -> None:
+    def _apply_turn_records(data: _SessionData, batch: Append, now: int, first_seq: int) -> None:
         if batch.new_turn is not None:
-            data.turns[batch.new_turn.response_id] = batch.new_turn.model_copy(deep=True)
+            data.turns[batch.new_turn.response_id] = batch.new_turn.model_copy(
+                update={"start_seq": first_seq}, deep=True
+            )
         for call in batch.new_calls:
             data.calls[(call.response_id, call.call_id)] = call.model_copy(deep=True)
         if batch.decision is not None:
@@ -440,7 +443,7 @@ class MemoryStore:
             turns = list(data.turns.values()) if data else []
             out = [
                 t.model_copy(update={"tools": [], "task_token": None}, deep=True)
-                for t in sorted(turns, key=lambda t: (t.created_at, t.response_id))
+                for t in sorted(turns, key=turn_order)
             ]
         return [self.get_turn(session_id, t.response_id).model_copy(update={"tools": []}) for t in out]
 

@@ -163,7 +163,7 @@ class EventLog(TableBase):
         ops += [self._new_item_op(item) for item in self._event_items(batch, first, expires)]
         ops += [self._new_item_op(item) for item in self._conversation_items(batch, last_seq, now)]
         if batch.new_turn is not None:
-            turn = batch.new_turn.model_dump(mode="json")
+            turn = {**batch.new_turn.model_dump(mode="json"), "start_seq": first}
             prefix = keys.session_blob_prefix(batch.session_id)
             tools = self._text_out("tools", codec.dumps(turn.pop("tools")), prefix)
             turn_key = keys.turn_key(batch.session_id, batch.new_turn.response_id)

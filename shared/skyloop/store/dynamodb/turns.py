@@ -8,7 +8,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from skyloop.errors import NotFoundError
-from skyloop.models.session import PendingCall, Turn
+from skyloop.models.session import PendingCall, Turn, turn_order
 from skyloop.store import codec, keys
 from skyloop.store.dynamodb.base import TableBase, error_code
 from skyloop.store.records import TurnDecision
@@ -19,6 +19,7 @@ TURN_LISTING = (
     "response_id",
     "agent_id",
     "created_at",
+    "start_seq",
     "input_tokens",
     "output_tokens",
     "spend_micros",
@@ -64,7 +65,7 @@ class TurnRecords(TableBase):
             }
         )
         turns = [_turn_from(attrs) for attrs in rows]
-        return sorted(turns, key=lambda t: (t.created_at, t.response_id))
+        return sorted(turns, key=turn_order)
 
     def get_decision(self, session_id: str, response_id: str) -> TurnDecision | None:
         """The decision the turn's last landed model call recorded, if any."""
