@@ -207,6 +207,9 @@ def start(  # noqa: C901  (the start-up sequence, one step after another)
     from skyloop.local.requirements import check_moto
 
     check_moto()
+    from skyloop.local import moto_core
+
+    moto_core.lighten()  # first: before anything imports moto.iam (moto's Lambda does) or builds a session
     moto_port = moto_port or free_port()
     capture_bedrock_identity()
     configure_environment(moto_port)

@@ -292,9 +292,12 @@ def main(address: str) -> None:
     authkey = os.environ.pop("SKYLOOP_DYNAMODB_AUTHKEY").encode()
     data_dir = os.environ.pop(DATA_DIR_ENV, "")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the stack, which closes our connection
+    from skyloop.local import moto_core
+
+    moto_core.lighten()  # first: before anything imports moto.iam or builds a botocore session
     from moto import mock_aws
 
-    from skyloop.local import dev, moto_core, moto_dynamodb
+    from skyloop.local import dev, moto_dynamodb
     from skyloop.local.lambda_runtime import dispatch_aws, name_process
     from skyloop.local.persistence import DataDirError
 

@@ -55,6 +55,7 @@ def preload() -> None:
     from skyloop.local.handlers import handler_for
 
     trace.install()  # with SKYLOOP_LOCAL_TRACE set: before any client exists (they copy the hooks)
+    deps.share_loader()  # any session a handler's library builds shares the clients' parsed models
     botocore.handlers.BUILTIN_HANDLERS.append(("before-send", _forward))
     aws_shortcut.install(_send)
     moto_core.skip_signing()
