@@ -23,50 +23,6 @@ if TYPE_CHECKING:
 
 
 _client_lock = threading.Lock()  # a boto3 Session is not safe to build clients from on two threads at once
-_loader_lock = threading.Lock()
-_loaders: dict[str | None, Any] = {}
-
-
-class _SearchPaths(list[str]):
-    """A shared loader's search paths: every boto3 Session appends its data directory, kept once."""
-
-    def append(self, path: str) -> None:
-        if path not in self:
-            super().append(path)
-
-
-def shared_loader(data_path: str | None = None) -> Any:
-    """This process's botocore loader (one per ``AWS_DATA_PATH``), so each JSON model is parsed once.
-
-    A loader caches what it parsed (service models, ``endpoints.json``...), but
-    every botocore session builds its own: a session per client parsed the
-    same files once per client (~6 MB per client here).
-    """
-    with _loader_lock:
-        loader = _loaders.get(data_path)
-        if loader is None:
-            from botocore.loaders import create_loader
-
-            loader = create_loader(data_path)
-            loader._search_paths = _SearchPaths(loader.search_paths)
-            _loaders[data_path] = loader
-        return loader
-
-
-def share_loader() -> None:
-    """Every botocore session made in this process from now on uses :func:`shared_loader`.
-
-    For the local stack's processes, where moto and the Step Functions
-    interpreter build sessions and clients of their own.
-    """
-    import botocore.session
-
-    def register(self: Any) -> None:
-        self._components.lazy_register_component(
-            "data_loader", lambda: shared_loader(self.get_config_variable("data_path"))
-        )
-
-    botocore.session.Session._register_data_loader = register
 
 
 @cache
@@ -74,6 +30,8 @@ def session() -> Any:
     """The process's one boto3 Session (credentials resolved once, models loaded once)."""
     import boto3  # deferred: ~0.4 s of cold start only where a client is really needed
     import botocore.session
+
+    from skyloop.aws_session import shared_loader
 
     core = botocore.session.get_session()
     core.register_component("data_loader", shared_loader(core.get_config_variable("data_path")))

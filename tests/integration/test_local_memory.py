@@ -135,3 +135,35 @@ def test_every_process_hosting_moto_lightens_itself_first() -> None:
         source = inspect.getsource(function)
         assert "moto_core.lighten()" in source, function
         assert source.index("moto_core.lighten()") < source.index("from moto import"), function
+
+
+def test_the_dynamodb_process_drops_botocores_parsed_files_and_still_serves() -> None:
+    # moto lists regions from endpoints.json once, when a backend is built; the DynamoDB process then
+    # frees it (and whatever else botocore parsed) rather than keep it for its lifetime
+    out = run(
+        """
+        import gc, json
+        from skyloop.local import moto_core
+        moto_core.lighten()
+        from moto import mock_aws
+        from skyloop import aws_session
+        from skyloop.local import moto_dynamodb
+        from skyloop.local.aws_dispatch import dispatch_aws
+        mock_aws().start()
+        moto_dynamodb.install()
+        moto_core.release_botocore_data("us-east-1")
+        url = "https://dynamodb.us-east-1.amazonaws.com/"
+        def call(op, body):
+            headers = [("X-Amz-Target", f"DynamoDB_20120810.{op}"), ("Content-Type", "application/x-amz-json-1.0")]
+            return dispatch_aws("POST", url, headers, json.dumps(body).encode())
+        table = {"TableName": "t", "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+                 "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+                 "BillingMode": "PAY_PER_REQUEST"}
+        assert call("CreateTable", table)[0] == 200
+        assert call("PutItem", {"TableName": "t", "Item": {"pk": {"S": "a"}}})[0] == 200
+        status, _, body = call("GetItem", {"TableName": "t", "Key": {"pk": {"S": "a"}}})
+        cached = [key for loader in aws_session._loaders.values() for key in loader._cache]
+        print(status, json.loads(body)["Item"], [k for k in cached if "endpoints" in k])
+        """
+    )
+    assert out == "200 {'pk': {'S': 'a'}} []"

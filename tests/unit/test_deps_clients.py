@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from skyloop import deps
+from skyloop import aws_session, deps
 
 
 @pytest.fixture(autouse=True)
@@ -23,7 +23,7 @@ def test_clients_share_one_session_and_its_loader() -> None:
     dynamodb, sfn = deps.client("dynamodb"), deps.client("stepfunctions")
     assert deps.client("dynamodb") is dynamodb
     loader = deps.session()._session.get_component("data_loader")
-    assert loader is deps.shared_loader(None)
+    assert loader is aws_session.shared_loader(None)
     # one parse of a model per process: a second session's client reads the loader's cached copy
     deps.reset()
     assert deps.client("dynamodb") is not dynamodb
@@ -34,7 +34,7 @@ def test_clients_share_one_session_and_its_loader() -> None:
 def test_shared_loader_keeps_each_search_path_once() -> None:
     import boto3
 
-    loader = deps.shared_loader(None)
+    loader = aws_session.shared_loader(None)
     deps.session()
     deps.reset()
     deps.session()
@@ -48,9 +48,9 @@ def test_share_loader_gives_every_new_botocore_session_the_process_loader() -> N
 
     original = botocore.session.Session._register_data_loader
     try:
-        deps.share_loader()
+        aws_session.share_loader()
         a, b = botocore.session.get_session(), botocore.session.get_session()
         assert a.get_component("data_loader") is b.get_component("data_loader")
-        assert a.get_component("data_loader") is deps.shared_loader(a.get_config_variable("data_path"))
+        assert a.get_component("data_loader") is aws_session.shared_loader(a.get_config_variable("data_path"))
     finally:
         botocore.session.Session._register_data_loader = original  # type: ignore[method-assign]

@@ -143,10 +143,30 @@ def lighten() -> None:
     No AWS-managed IAM policies (:func:`skip_managed_policies`), no model
     instance kept for moto's dashboard (:func:`untrack_models`), one botocore
     loader for every session moto and the stack build
-    (:func:`skyloop.deps.share_loader`). See bench/README.md, "Where the memory goes".
+    (:func:`skyloop.aws_session.share_loader`). See bench/README.md, "Where the memory goes".
     """
-    from skyloop import deps
+    from skyloop import aws_session
 
     skip_managed_policies()
     untrack_models()
-    deps.share_loader()
+    aws_session.share_loader()
+
+
+def release_botocore_data(region: str) -> None:
+    """In a process that only serves DynamoDB and builds no client: free botocore's parsed files.
+
+    moto lists a backend's regions from ``endpoints.json`` through a boto3
+    Session of its own, kept for the process's lifetime with everything its
+    loader parsed (~8.5 MB); that is needed once, when the backend is built.
+    So the DynamoDB backend is built now, then that session and the loaders'
+    caches are dropped. Something that needs them later parses them again.
+    """
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.core.base_backend import AccountSpecificBackend
+    from moto.dynamodb.models import dynamodb_backends
+
+    from skyloop import aws_session
+
+    dynamodb_backends[DEFAULT_ACCOUNT_ID][region]  # built now: its regions are listed once
+    AccountSpecificBackend.get_session.cache_clear()
+    aws_session.release()
