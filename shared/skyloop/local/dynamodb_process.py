@@ -297,7 +297,7 @@ def main(address: str) -> None:
     moto_core.lighten()  # first: before anything imports moto.iam or builds a botocore session
     from moto import mock_aws
 
-    from skyloop.local import dev, moto_dynamodb
+    from skyloop.local import dev, moto_dynamodb, moto_items
     from skyloop.local.aws_dispatch import dispatch_aws, name_process
     from skyloop.local.persistence import DataDirError
 
@@ -305,6 +305,7 @@ def main(address: str) -> None:
     mock_aws(config=dev.MOTO_CONFIG).start()
     moto_core.install()
     moto_dynamodb.install()
+    moto_items.install()
     summary: dict[str, Any] = {}
     keep: Any = None
     if data_dir:
