@@ -6,6 +6,7 @@ boto3 is imported inside the builders so that modules which only need models
 
 from __future__ import annotations
 
+import threading
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -21,11 +22,26 @@ if TYPE_CHECKING:
     from skyloop.turns.engine import StepFunctionsEngine
 
 
+_client_lock = threading.Lock()  # a boto3 Session is not safe to build clients from on two threads at once
+
+
+@cache
+def session() -> Any:
+    """The process's one boto3 Session (credentials resolved once, models loaded once)."""
+    import boto3  # deferred: ~0.4 s of cold start only where a client is really needed
+    import botocore.session
+
+    from skyloop.aws_session import shared_loader
+
+    core = botocore.session.get_session()
+    core.register_component("data_loader", shared_loader(core.get_config_variable("data_path")))
+    return boto3.session.Session(botocore_session=core)
+
+
 @cache
 def client(service: str) -> Any:
-    import boto3  # deferred: ~0.4 s of cold start only where a client is really needed
-
-    return boto3.session.Session().client(service)
+    with _client_lock:
+        return session().client(service)
 
 
 @lru_cache(maxsize=1)
@@ -108,8 +124,9 @@ def runners() -> Runners:
 
 
 def reset() -> None:
-    """Forget cached clients and settings (tests switch environments between cases)."""
+    """Forget cached clients, the session and settings (tests switch environments between cases)."""
     client.cache_clear()
+    session.cache_clear()
     store.cache_clear()
     live_records.cache_clear()
     secrets.cache_clear()

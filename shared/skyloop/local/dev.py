@@ -207,6 +207,9 @@ def start(  # noqa: C901  (the start-up sequence, one step after another)
     from skyloop.local.requirements import check_moto
 
     check_moto()
+    from skyloop.local import moto_core
+
+    moto_core.lighten()  # first: before anything imports moto.iam (moto's Lambda does) or builds a session
     moto_port = moto_port or free_port()
     capture_bedrock_identity()
     configure_environment(moto_port)
@@ -240,7 +243,15 @@ def start(  # noqa: C901  (the start-up sequence, one step after another)
     from moto.server import ThreadedMotoServer
 
     from skyloop import deps, manifest, mockllm
-    from skyloop.local import aws_shortcut, lambda_hook, moto_core, moto_dynamodb, moto_stepfunctions, trace
+    from skyloop.local import (
+        aws_shortcut,
+        lambda_hook,
+        moto_core,
+        moto_dynamodb,
+        moto_items,
+        moto_stepfunctions,
+        trace,
+    )
     from skyloop.local.gateway import create_gateway
     from skyloop.local.lambda_runtime import ProcessRuntime, dispatch_aws
     from skyloop.local.resources import bootstrap
@@ -252,6 +263,7 @@ def start(  # noqa: C901  (the start-up sequence, one step after another)
     moto_core.install()
     moto_core.skip_signing()
     moto_dynamodb.install()
+    moto_items.install()
     aws_shortcut.install(dispatch_aws)
     lambda_hook.install_invoke_shortcut()
     moto_stepfunctions.install()

@@ -18,7 +18,7 @@ two cores:
 Everything else (Step Functions, Lambda, S3, Secrets Manager) stays in the
 stack's process. Requests cross a Unix socket as ``(method, url, headers,
 body)`` and are served by the same code moto's in-process path uses
-(:func:`skyloop.local.lambda_runtime.dispatch_aws`); a connection serves one
+(:func:`skyloop.local.aws_dispatch.dispatch_aws`); a connection serves one
 request at a time, so each thread that calls takes a connection of its own
 from a pool. The process exits when the stack's control connection closes,
 as the stack exits or dies. ``SKYLOOP_LOCAL_DYNAMODB=inline`` keeps DynamoDB
@@ -265,7 +265,7 @@ def load_tables(data_dir: str) -> tuple[Any, dict[str, Any]]:
     """
     from pathlib import Path
 
-    from skyloop.local.lambda_runtime import dispatch_aws
+    from skyloop.local.aws_dispatch import dispatch_aws
     from skyloop.local.persistence import dynamodb as tables
     from skyloop.local.persistence.datadir import lock_file
 
@@ -292,16 +292,20 @@ def main(address: str) -> None:
     authkey = os.environ.pop("SKYLOOP_DYNAMODB_AUTHKEY").encode()
     data_dir = os.environ.pop(DATA_DIR_ENV, "")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the stack, which closes our connection
+    from skyloop.local import moto_core
+
+    moto_core.lighten()  # first: before anything imports moto.iam or builds a botocore session
     from moto import mock_aws
 
-    from skyloop.local import dev, moto_core, moto_dynamodb
-    from skyloop.local.lambda_runtime import dispatch_aws, name_process
+    from skyloop.local import dev, moto_dynamodb, moto_items
+    from skyloop.local.aws_dispatch import dispatch_aws, name_process
     from skyloop.local.persistence import DataDirError
 
     name_process("dynamodb")
     mock_aws(config=dev.MOTO_CONFIG).start()
     moto_core.install()
     moto_dynamodb.install()
+    moto_items.install()
     summary: dict[str, Any] = {}
     keep: Any = None
     if data_dir:
@@ -310,6 +314,7 @@ def main(address: str) -> None:
         except DataDirError as exc:
             print(f"skyloop dev: {exc}", file=sys.stderr, flush=True)
             os._exit(DATA_DIR_EXIT)
+    moto_core.release_botocore_data(dev.REGION)
     listener = Listener("\0" + address, "AF_UNIX", authkey=authkey)
     gc.collect()
     gc.freeze()  # moto's and botocore's models live as long as the process (see skyloop.local.dev)

@@ -24,7 +24,6 @@ keeps request state process-wide, and runs the turn steps concurrently.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import itertools
 import json
 import logging
@@ -40,6 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from skyloop.local.aws_dispatch import dispatch_aws, name_process  # noqa: F401  (their old home; callers import them here)
 from skyloop.local.handlers import FUNCTION_PREFIX, LocalContext, error_envelope, handler_for
 from skyloop.store import notifier
 
@@ -101,45 +101,6 @@ class ThreadRuntime:
 
 
 # ------------------------------------------------------------------------------ processes
-def dispatch_aws(
-    method: str, url: str, headers: list[tuple[str, Any]], body: bytes
-) -> tuple[int, Any, bytes]:
-    """Serve one AWS request from this process's moto backends (moto's own in-process path)."""
-    from botocore.awsrequest import AWSPreparedRequest, HeadersDict
-    from moto.core.models import botocore_stubber
-
-    from skyloop.local import aws_shortcut
-    from skyloop.local.moto_dynamodb import dispatch_fast
-
-    try:
-        response = None
-        if aws_shortcut.is_dynamodb(method, url):
-            response = dispatch_fast(url, dict(headers), body)  # most requests: DynamoDB's data plane
-        if response is None:
-            request = AWSPreparedRequest(
-                method=method, url=url, headers=HeadersDict(headers), body=body, stream_output=False
-            )
-            response = botocore_stubber.process_request(request)
-    except Exception as exc:  # moto failed in a way it does not map to an AWS error
-        log.exception("local AWS request failed: %s %s", method, url)
-        return 500, {}, json.dumps({"__type": "InternalFailure", "message": str(exc)}).encode()
-    if response is None:
-        return 404, {}, f"{url} is not served by the local stack".encode()
-    status, out_headers, out_body = response
-    if isinstance(out_body, str):
-        out_body = out_body.encode()
-    return int(status), dict(out_headers or {}), out_body or b""
-
-
-def name_process(function_name: str) -> None:
-    """Show the function in ``top``/``ps -o comm`` (and let benchmarks split CPU per function)."""
-    try:
-        libc = ctypes.CDLL(None)
-        libc.prctl(15, f"sl-{function_name}".encode()[:15], 0, 0, 0)  # PR_SET_NAME (Linux)
-    except (OSError, AttributeError):
-        pass
-
-
 class _Pending:
     """One invocation in flight in an environment: its answer, once there."""
 

@@ -30,8 +30,8 @@ import skyloop.api.app
 import skyloop.harnesses.openai_responses
 import skyloop.turns.steps  # noqa: F401
 from skyloop.local import aws_shortcut, dynamodb_process, moto_core, trace
+from skyloop.local.aws_dispatch import name_process
 from skyloop.local.handlers import LocalContext, error_envelope, handler_for
-from skyloop.local.lambda_runtime import name_process
 from skyloop.local.persistence.dynamodb import DEFER_HEADER, DEFERRED, DEFERRED_SYNC_FUNCTIONS
 from skyloop.store import notifier
 
@@ -51,10 +51,11 @@ def preload() -> None:
     The clients' requests go through the forwarder registered here, which uses
     the pipe of whichever environment (child) later sends them.
     """
-    from skyloop import deps, manifest
+    from skyloop import aws_session, deps, manifest
     from skyloop.local.handlers import handler_for
 
     trace.install()  # with SKYLOOP_LOCAL_TRACE set: before any client exists (they copy the hooks)
+    aws_session.share_loader()  # any session a handler's library builds shares the clients' parsed models
     botocore.handlers.BUILTIN_HANDLERS.append(("before-send", _forward))
     aws_shortcut.install(_send)
     moto_core.skip_signing()
