@@ -383,3 +383,59 @@ def test_exhausted_deliveries_are_dead_lettered_and_a_failing_endpoint_is_disabl
             (3, 500),
             (1, 200),
         ]
+
+
+def test_a_restarted_local_stack_resumes_the_deliveries_it_left_unfinished(
+    lifecycle: dict[str, str], alice: str
+) -> None:
+    """skyloop dev's retry timers die with the process; the rows in its data directory do not."""
+    from skyloop.webhooks.local import LocalDispatcher
+    from skyloop.webhooks.models import Attempt, Delivery
+
+    records = webhook_records()
+    session_id = uuid.uuid4().hex
+    with WebhookReceiver() as receiver:
+        hook = endpoint(alice, receiver.url)
+        now = int(time.time())
+
+        def made(n: int, status: str) -> Delivery:
+            body = {
+                "id": f"evt_{now}_{n}_{uuid.uuid4().hex[:6]}",
+                "object": "event",
+                "type": "agent.session.idle",
+            }
+            body["created_at"], body["data"] = now, {"id": session_id, "n": n}  # type: ignore[assignment]
+            delivery = Delivery(
+                id=str(body["id"]),
+                endpoint_id=hook.id,
+                event_type="agent.session.idle",
+                session_id=session_id,
+                body=json.dumps(body),
+                created_at=now + n,
+            )
+            assert records.create_delivery(delivery, ttl_s=3600)
+            if status == "retrying":  # one attempt failed before the stop; its timer died with the stack
+                failed = Attempt(attempt=1, at=now + n, status="failed", response_code=500, latency_ms=3)
+                records.record_attempt(delivery, failed, "retrying", time.time() + 300)
+            elif status == "succeeded":
+                records.set_delivery_status(delivery, "succeeded")
+            return delivery
+
+        # Given what a stopped stack left: a retrying delivery, a pending one and one already delivered
+        retrying, pending, done = made(0, "retrying"), made(1, "pending"), made(2, "succeeded")
+        # When the restarted stack's dispatcher resumes
+        dispatcher = LocalDispatcher(records, get_settings(), workers=2)
+        try:
+            resumed = dispatcher.resume()
+            receiver.wait_for("agent.session.idle", count=2, timeout=20)
+        finally:
+            dispatcher.close()
+    # Then the unfinished ones went out again, in their order, and the finished one did not
+    assert resumed >= 2
+    mine = [r.event["data"]["n"] for r in receiver.events(session_id=session_id)]
+    assert mine == [0, 1]
+    for delivery in (retrying, pending):
+        found = records.get_delivery(hook.id, delivery.id)
+        assert found is not None
+        assert found.status == "succeeded", found
+    assert done.id not in {r.webhook_id for r in receiver.events()}

@@ -316,7 +316,8 @@ def start(  # noqa: C901  (the start-up sequence, one step after another)
     from skyloop.webhooks import local as local_webhooks
 
     if lifecycle_events:
-        local_webhooks.start(deps.store(), deps.get_settings())  # before any session: it sees every one
+        # before any session: it sees every one; deliveries a previous run left unfinished go out again
+        local_webhooks.start(deps.store(), deps.get_settings(), resume=data is not None)
 
     recovered = None
     if data is not None:  # executions do not survive a restart: continue the turns the table says ran

@@ -98,6 +98,17 @@ class LocalDispatcher:
             nxt = waiting.popleft()
         self._submit(group, nxt, 0.0)
 
+    def resume(self) -> int:
+        """Enqueue every delivery a previous run left pending or retrying (its timers died with it).
+
+        Oldest first, so each (endpoint, session) group keeps its order; each is attempted now
+        rather than at its old ``next_retry_at``. Returns how many were resumed.
+        """
+        unfinished = self.records.unfinished_deliveries()
+        for delivery in unfinished:
+            self.enqueue(delivery)
+        return len(unfinished)
+
     def close(self) -> None:
         self._closed = True
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -202,8 +213,14 @@ class LocalPublisher:
         self._last[session_id] = events[-1]
 
 
-def start(store: Store, settings: Settings) -> tuple[LocalPublisher, LocalDispatcher]:
-    """The local stack's publisher and dispatcher, started (``skyloop dev`` calls this once)."""
+def start(
+    store: Store, settings: Settings, *, resume: bool = False
+) -> tuple[LocalPublisher, LocalDispatcher]:
+    """The local stack's publisher and dispatcher, started (``skyloop dev`` calls this once).
+
+    ``resume``: the table outlived a previous run (a data directory), so its unfinished
+    deliveries are enqueued again.
+    """
     from skyloop import deps
     from skyloop.webhooks.publisher import webhook_records
 
@@ -214,4 +231,12 @@ def start(store: Store, settings: Settings) -> tuple[LocalPublisher, LocalDispat
         with contextlib.suppress(Exception):
             bus = deps.client("events")
     publisher = LocalPublisher(store, records, dispatcher, settings, bus=bus).start()
+    if resume:
+        try:
+            resumed = dispatcher.resume()
+        except Exception:  # the stack still starts; what is unfinished stays listed in the deliveries
+            log.exception("resuming unfinished webhook deliveries failed")
+        else:
+            if resumed:
+                log.info("resumed %d unfinished webhook deliveries", resumed)
     return publisher, dispatcher

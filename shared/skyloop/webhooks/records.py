@@ -242,6 +242,30 @@ class WebhookRecords(TableBase):
         rows = [r for r in rows if r[keys.SK] != upper]
         return [self._delivery(r) for r in rows[:limit]], len(rows) > limit
 
+    def unfinished_deliveries(self) -> list[Delivery]:
+        """Every pending or retrying delivery, oldest first: what ``skyloop dev`` resumes after a restart.
+
+        A scan, so for the local stack only (in the cloud the queue holds what is unfinished).
+        """
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "FilterExpression": "kind = :k AND #s IN (:p, :r)",
+            "ExpressionAttributeNames": {"#s": "status"},
+            "ExpressionAttributeValues": {
+                ":k": codec.attr("delivery"),
+                ":p": codec.attr("pending"),
+                ":r": codec.attr("retrying"),
+            },
+        }
+        rows: list[dict[str, Any]] = []
+        while True:
+            page = self.client.scan(**kwargs)
+            rows += [codec.from_item(r) for r in page.get("Items", [])]
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return sorted((self._delivery(r) for r in rows), key=lambda d: (d.created_at, d.id))
+
     def event_from_image(self, image: dict[str, Any]) -> StoredEvent:
         """A stored event from a stream record's ``NewImage`` (large payloads resolved from the bucket)."""
         attrs = codec.from_item(image)
