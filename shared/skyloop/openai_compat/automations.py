@@ -59,7 +59,7 @@ def _periodic_rule(expression: str, timezone: str, now: int) -> tuple[str, str, 
     except cron.CronError as exc:
         raise InvalidInputError(f"expression: {exc}", param="expression") from None
     try:
-        anchor, first = tasks._check_rule(rrule, timezone, None, now)
+        anchor, first = tasks.check_rule(rrule, timezone, None, now)
     except InvalidInputError as exc:
         raise InvalidInputError(
             "expression: " + exc.message.removeprefix("rrule: "), param="expression"
@@ -197,7 +197,7 @@ def create(body: AutomationCreate) -> dict[str, Any]:
         },
     )
     task = task.model_copy(update={"schedule_expression": plans.describe(task)})
-    tasks._put_schedule(deps.schedules(), task)
+    tasks.put_schedule(deps.schedules(), task)
     store.create_scheduled_task(task)
     return view(store, task)
 
@@ -304,7 +304,7 @@ def update(automation_id: str, body: AutomationUpdate) -> dict[str, Any]:
     if not store.replace_scheduled_task(updated, revision=task.revision):
         raise ConflictError("the automation changed meanwhile; read it and try again")
     updated = updated.model_copy(update={"revision": task.revision + 1})
-    tasks._put_schedule(deps.schedules(), updated)
+    tasks.put_schedule(deps.schedules(), updated)
     return view(store, updated)
 
 

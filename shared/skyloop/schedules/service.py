@@ -49,7 +49,7 @@ def get_task(store: Store, task_id: str) -> ScheduledTask:
 
 
 # ----------------------------------------------------------------------------- checks
-def _check_rule(text: str, zone: str, starts_at: datetime | None, now: int) -> tuple[str, int]:
+def check_rule(text: str, zone: str, starts_at: datetime | None, now: int) -> tuple[str, int]:
     """The anchor and first occurrence of a rule set now; 400 naming the field at fault."""
     try:
         tz = rules.zone(zone)
@@ -104,7 +104,7 @@ def create(
 
     now = int(time.time())
     owner = principals.current().name
-    anchor, first = _check_rule(body.rrule, body.timezone, body.starts_at, now)
+    anchor, first = check_rule(body.rrule, body.timezone, body.starts_at, now)
     _check_agent(store, body.agent_id)
     _check_cap(store, body.agent_id, body.model_override or None, body.max_cost_usd)
     quotas.before_scheduled_task(store, settings, owner)
@@ -128,12 +128,12 @@ def create(
         next_run_at=first,
     )
     task = task.model_copy(update={"schedule_expression": plans.describe(task)})
-    _put_schedule(schedules, task)  # first: a schedule whose row never lands finds no task and removes itself
+    put_schedule(schedules, task)  # first: a schedule whose row never lands finds no task and removes itself
     store.create_scheduled_task(task)
     return task
 
 
-def _put_schedule(schedules: EventBridgeSchedules | None, task: ScheduledTask) -> None:
+def put_schedule(schedules: EventBridgeSchedules | None, task: ScheduledTask) -> None:
     if schedules is None:
         return
     plan = plans.plan_for(task)
@@ -156,7 +156,7 @@ def update(
         updated = _apply(store, task, body, sent, int(time.time()))
         if store.replace_scheduled_task(updated, revision=task.revision):
             updated = updated.model_copy(update={"revision": task.revision + 1})
-            _put_schedule(schedules, updated)
+            put_schedule(schedules, updated)
             return updated
         fresh = store.get_scheduled_task(task.id)
         if fresh is None:
@@ -196,7 +196,7 @@ def _apply(
     _check_cap(store, merged.agent_id, merged.model_override, merged.max_cost_usd)
     if _RULE_FIELDS & sent:
         starts = datetime.fromtimestamp(merged.starts_at, UTC) if merged.starts_at is not None else None
-        anchor, first = _check_rule(merged.rrule, merged.timezone, starts, now)
+        anchor, first = check_rule(merged.rrule, merged.timezone, starts, now)
         merged = merged.model_copy(update={"anchor": anchor, "next_run_at": first, "armed_at": now})
     elif task.state == "paused" and merged.state == "active":  # resumed: from the next occurrence after now
         merged = merged.model_copy(
