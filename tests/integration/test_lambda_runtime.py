@@ -134,3 +134,31 @@ def test_a_timed_out_invocation_ends_its_environment_and_what_it_served_beside_i
         assert (json.loads(body), failed) == ("late", False)
     finally:
         runtime.close()
+
+
+@pytest.mark.usefixtures("aws_env")
+def test_an_output_recorded_in_the_stack_reaches_a_step_waiting_in_an_environment() -> None:
+    from skyloop.store import notifier
+
+    # Given an environment whose invocation waits for an output of session "s" (up to 20 s)
+    runtime = ProcessRuntime(["await_answer"], environments={"await_answer": 1})
+    try:
+        context = LocalContext(
+            "await_answer", "1", "arn:await_answer", 128, uuid.uuid4().hex, "g", "s", time.time() + 30
+        )
+        payload = json.dumps({"arguments": {"seconds": 20}, "call_id": "c", "session_id": "s"}).encode()
+        invocation = Invocation(function_name="await_answer", payload=payload, context=context, timeout_s=30)
+        result: list[tuple[bytes, bool]] = []
+        waiting = threading.Thread(target=lambda: result.append(runtime.invoke(invocation)))
+        started = time.monotonic()
+        waiting.start()
+        # When the stack's process hears of an output of "s" (from an API environment, or its own),
+        # again until the invocation ends (it may not be waiting yet the first time)
+        while waiting.is_alive() and time.monotonic() - started < 25:
+            notifier.deliver("s", notifier.ANSWERED)
+            waiting.join(0.05)
+        # Then the waiting invocation was woken, long before its 20 s
+        assert result == [(b"true", False)]
+        assert time.monotonic() - started < 10
+    finally:
+        runtime.close()

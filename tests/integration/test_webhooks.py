@@ -439,3 +439,101 @@ def test_a_restarted_local_stack_resumes_the_deliveries_it_left_unfinished(
         assert found is not None
         assert found.status == "succeeded", found
     assert done.id not in {r.webhook_id for r in receiver.events()}
+
+
+# ------------------------------------------------------------------------- the local publisher
+class _Collected:
+    """The local dispatcher's place: what the publisher enqueued, in order."""
+
+    def __init__(self) -> None:
+        self.deliveries: list[Any] = []
+
+    def enqueue(self, delivery: Any, *, redelivery: int = 0) -> None:
+        self.deliveries.append(delivery)
+
+    def to(self, endpoint_id: str) -> list[str]:
+        return [d.event_type for d in self.deliveries if d.endpoint_id == endpoint_id]
+
+
+def _until(condition: Any, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_the_local_publisher_reads_routes_once_until_an_endpoint_is_written(
+    aws: Stack, alice: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from skyloop.webhooks.local import LocalPublisher
+
+    records = webhook_records()
+    reads: list[str] = []
+    real_routes = records.routes
+
+    def routes(owner: str) -> list[Endpoint]:
+        reads.append(owner)
+        return real_routes(owner)
+
+    monkeypatch.setattr(records, "routes", routes)
+    queue = _Collected()
+    first = endpoint(alice, "http://127.0.0.1:9/first")
+    publisher = LocalPublisher(aws.store, records, queue, get_settings()).start()
+    try:
+        # Given alice's session and a client-tool turn, published to her endpoint
+        with principals.acting_as(as_principal(alice)):
+            session = aws.new_session(aws.mock_llm.script({"text": "unused"}))
+        client_tool_turn(aws, session.id)
+        _until(lambda: "agent.session.idle" in queue.to(first.id))
+        # Then her routes were read once for all of it (four publishes)
+        assert len(queue.to(first.id)) == 4
+        assert reads == [alice]
+        # When she adds an endpoint (its write notifies) and the session runs again
+        second = endpoint(alice, "http://127.0.0.1:9/second")
+        again = Append(session.id)
+        again.event(ev.SESSION_STATUS, ev.session_status(session.id, "running", response_id="resp_2"))
+        aws.store.append(again)
+        # Then the routes are read again and the new endpoint gets the session's next event
+        _until(lambda: queue.to(second.id) == ["agent.session.in_progress"])
+        assert reads == [alice, alice]
+    finally:
+        publisher.stop()
+
+
+def test_the_local_bus_is_sent_to_only_while_it_has_a_rule(aws: Stack) -> None:
+    from skyloop.webhooks.local import RuledBus
+
+    events, sqs = deps.client("events"), deps.client("sqs")
+    name = f"bus-{uuid.uuid4().hex[:8]}"
+    events.create_event_bus(Name=name)
+    sent: list[Any] = []
+
+    class Counting:
+        meta = events.meta
+
+        def put_events(self, **kwargs: Any) -> Any:
+            sent.append(kwargs)
+            return events.put_events(**kwargs)
+
+    bus = RuledBus(Counting(), name)
+    entry = {
+        "Source": "skyloop",
+        "DetailType": "agent.session.idle",
+        "Detail": '{"n": 1}',
+        "EventBusName": name,
+    }
+    # Given a bus without rules: an event is accepted and moto is not asked
+    answer = bus.put_events(Entries=[entry])
+    assert answer["FailedEntryCount"] == 0
+    assert len(answer["Entries"]) == 1
+    assert sent == []
+    # When a rule sends the bus's events to a queue (what `skyloop events tail` makes)
+    queue = sqs.create_queue(QueueName=name)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    events.put_rule(Name=name, EventBusName=name, EventPattern=json.dumps({"source": ["skyloop"]}))
+    events.put_targets(Rule=name, EventBusName=name, Targets=[{"Id": "q", "Arn": arn}])
+    bus.put_events(Entries=[entry])
+    # Then the event goes to moto and reaches the queue
+    assert len(sent) == 1
+    got = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=1).get("Messages", [])
+    assert [json.loads(m["Body"])["detail"] for m in got] == [{"n": 1}]

@@ -30,3 +30,11 @@ def dawdle(event: dict[str, Any], context: Any) -> str:
 
 def verbose(event: dict[str, Any], context: Any) -> str:
     return "y" * int(event["arguments"]["n"])
+
+
+def await_answer(event: dict[str, Any], context: Any) -> bool:
+    """Wait for an output of the session to be recorded anywhere in the stack, as a hot wait does."""
+    from skyloop.store import notifier
+
+    with notifier.answers_of(event["session_id"]) as answered:
+        return answered.wait(float(event["arguments"].get("seconds", 20)))

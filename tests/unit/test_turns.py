@@ -677,3 +677,24 @@ def test_a_deadline_shorter_than_the_hot_wait_still_holds() -> None:
         steps.call_model(world.store, world.start("go", [READ]), Model(calls("read_file")), hot_wait_s=5.0)
     # Then the turn fails on its deadline, as a parked one would
     assert failed.value.code == "client_tool_timeout"
+
+
+def test_a_recorded_output_ends_the_hot_waits_pause_before_its_next_poll(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from skyloop.turns import hot_wait
+
+    # Given a hot wait whose polls are 20 s apart (so only a wake-up can end its pause soon)
+    monkeypatch.setattr(hot_wait, "FAST_POLL_S", 20.0)
+    world = World()
+    model = Model(calls("read_file"), text("It says contents."))
+    client = Client(world, {"call_read_file": "contents"}, delay_s=0.2)
+    client.start()
+    # When the client answers while the step waits
+    started = time.monotonic()
+    state = steps.call_model(world.store, world.start("go", [READ]), model, hot_wait_s=60.0)
+    client.done.set()
+    # Then the step went on at the answer (its notification), not at the next poll 20 s later
+    assert (state.next, state.finished) == ("stop", True)
+    assert len(model.calls) == 2
+    assert time.monotonic() - started < 10.0

@@ -130,6 +130,9 @@ class _Worker:
         with self.send_lock:
             self.conn.send(message)
 
+    def notify(self, session_id: str, kind: str) -> None:
+        self._send(("notify", session_id, kind))
+
     def _answer_aws(self, call_id: int, request: tuple[Any, ...]) -> None:
         with contextlib.suppress(OSError, ValueError):  # the environment is gone
             self._send(("aws", call_id, dispatch_aws(*request)))
@@ -279,6 +282,18 @@ class ProcessRuntime:
         for thread in threads:
             thread.join()
         threading.Thread(target=self._reap, name="lambda-reaper", daemon=True).start()
+        notifier.add_listener(self._forward_answered)
+
+    def _forward_answered(self, session_id: str, kind: str) -> None:
+        """An output recorded (by an API environment, or here): tell every environment, where a turn
+        step may be waiting hot for it (:mod:`skyloop.turns.hot_wait`), instead of its next poll."""
+        if kind != notifier.ANSWERED:
+            return
+        with self._lock:
+            workers = [w for envs in self._envs.values() for w in envs if w.alive]
+        for worker in workers:
+            with contextlib.suppress(OSError, ValueError):  # the environment is gone
+                worker.notify(session_id, kind)
 
     def capacity(self, name: str) -> int:
         return max(1, self._concurrency.get(name, 1))
@@ -422,6 +437,7 @@ class ProcessRuntime:
                         self._count -= 1
 
     def close(self) -> None:
+        notifier.remove_listener(self._forward_answered)
         with self._lock:
             self._closed = True
             workers = [w for envs in self._envs.values() for w in envs]

@@ -187,6 +187,8 @@ class Channel:
                     if waiting is not None:
                         waiting[1].append(message[2])
                         waiting[0].set()
+                elif message[0] == "notify":  # forwarded by the stack (an output recorded elsewhere)
+                    notifier.deliver(message[1], message[2])
                 else:
                     _, invocation_id, payload, context_fields = message
                     on_invoke(invocation_id, payload, context_fields)

@@ -1,5 +1,10 @@
 """Wake-ups for stream readers from appends made in the same process (or forwarded to it).
 
+Also for a turn step that waits hot for client outputs (:mod:`skyloop.turns.hot_wait`):
+an output recorded notifies :data:`ANSWERED`, which the local stack forwards to
+its Lambda environments, so the step reads the turn at once instead of at its
+next poll. In the cloud the step only polls.
+
 In the local stack every append happens in this process or in one of its
 Lambda worker processes, which forward each notification here, so streams
 need not poll: :func:`enable_wakeups` switches readers to waiting for a
@@ -16,15 +21,17 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
 _lock = threading.Lock()
 _waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = defaultdict(set)
+_answer_waiters: dict[str, set[threading.Event]] = defaultdict(set)
 _wakeups = False
 _publisher: Callable[[str, str], None] | None = None
 _listeners: list[Callable[[str, str], None]] = []
 APPEND = "append"
 CREATED = "created"  # a session row was created (no append: the lifecycle publisher's cue)
+ANSWERED = "answered"  # a client tool's output was recorded (no append: a hot wait's cue)
 
 
 def enable_wakeups(enabled: bool = True) -> None:
@@ -64,6 +71,12 @@ def notify(session_id: str, kind: str = APPEND) -> None:
 def deliver(session_id: str, kind: str = APPEND) -> None:
     for listener in list(_listeners):
         listener(session_id, kind)
+    if kind == ANSWERED:
+        with _lock:
+            answered = list(_answer_waiters.get(session_id, ()))
+        for flag in answered:
+            flag.set()
+        return
     if kind != APPEND:
         return
     with _lock:
@@ -71,6 +84,27 @@ def deliver(session_id: str, kind: str = APPEND) -> None:
     for loop, event in waiters:
         with contextlib.suppress(RuntimeError):  # loop closed: the reader is gone
             loop.call_soon_threadsafe(event.set)
+
+
+@contextlib.contextmanager
+def answers_of(session_id: str) -> Iterator[threading.Event]:
+    """A flag set by every :data:`ANSWERED` notification of ``session_id`` reaching this process.
+
+    Taken before the first read, so an output recorded between a read and the wait after it
+    is not missed: the wait returns at once. Clear it before each read.
+    """
+    flag = threading.Event()
+    with _lock:
+        _answer_waiters[session_id].add(flag)
+    try:
+        yield flag
+    finally:
+        with _lock:
+            group = _answer_waiters.get(session_id)
+            if group is not None:
+                group.discard(flag)
+                if not group:
+                    del _answer_waiters[session_id]
 
 
 class Subscription:

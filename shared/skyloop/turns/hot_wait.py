@@ -18,7 +18,9 @@ nobody holds a task token resumes nothing (``lifecycle.resume`` needs the
 token of this iteration), and the step that parks stores its token *before*
 it lists the calls. A hot wait writes nothing: polling is a strongly
 consistent read of the turn row (and, every so often, of the session, so an
-interrupt or a delete ends the wait at once).
+interrupt or a delete ends the wait at once). Where an output's notification
+reaches the step's process (the local stack forwards it to its Lambda
+environments) the pause before the next poll ends then, not ~10 ms later.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ import time
 from typing import TYPE_CHECKING
 
 from skyloop.errors import NotFoundError
+from skyloop.store import notifier
 from skyloop.turns import lifecycle
 from skyloop.turns.state import TurnError
 
 if TYPE_CHECKING:
+    import threading
     from collections.abc import Callable
 
     from skyloop.store import Store
@@ -64,14 +68,31 @@ def wait_for_outputs(
     state: TurnState,
     window: float,
     *,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> TurnState:
     """Poll until the iteration's calls all have outputs (``call_model``), the window ends
-    (``await_client``, with the rest of the deadline) or the turn is no longer active (``stop``)."""
+    (``await_client``, with the rest of the deadline) or the turn is no longer active (``stop``).
+
+    Between polls it waits for the next poll or an output's notification, whichever is first
+    (``sleep``, for tests, replaces that wait).
+    """
+    with notifier.answers_of(state.session_id) as answered:
+        return _wait(store, state, window, answered, sleep or answered.wait, clock)
+
+
+def _wait(
+    store: Store,
+    state: TurnState,
+    window: float,
+    answered: threading.Event,
+    pause: Callable[[float], object],
+    clock: Callable[[], float],
+) -> TurnState:
     iteration = state.iteration - 1
     started = last_check = clock()
     while True:
+        answered.clear()  # before the read: an output recorded after it ends the pause at once
         try:
             turn = store.get_turn(state.session_id, state.response_id)
         except NotFoundError:  # the session was deleted
@@ -95,4 +116,4 @@ def wait_for_outputs(
                     "client_tool_timeout", "no output arrived for a client-side tool call before its deadline"
                 )
             return state.model_copy(update={"next": "await_client", "wait_timeout_s": left})
-        sleep(min(FAST_POLL_S if waited < FAST_FOR_S else SLOW_POLL_S, window - waited))
+        pause(min(FAST_POLL_S if waited < FAST_FOR_S else SLOW_POLL_S, window - waited))

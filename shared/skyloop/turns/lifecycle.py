@@ -36,6 +36,7 @@ from skyloop.store import (
     NewItem,
     SessionChange,
     TurnEnd,
+    notifier,
 )
 from skyloop.turns.engine import StaleTokenError
 from skyloop.turns.state import TurnState
@@ -536,6 +537,7 @@ def answer(
     if call.kind == "server":
         raise ConflictError(f"call '{call_id}' runs on the server; its output is not the client's to give")
     if call.output is None and store.answer_call(call, output):
+        notifier.notify(session_id, notifier.ANSWERED)  # a step waiting hot reads the turn now
         resume(store, engine, session_id, call.response_id, call.iteration)
         return accepted
     stored = store.get_call(session_id, call.response_id, call_id)

@@ -67,8 +67,13 @@ def publish(
     *,
     bus: Any = None,
     report: PublishReport | None = None,
+    endpoints: list[Endpoint] | None = None,
 ) -> PublishReport:
-    """Put ``events`` (of one session, in order) on the bus and enqueue them for their endpoints."""
+    """Put ``events`` (of one session, in order) on the bus and enqueue them for their endpoints.
+
+    ``endpoints``: ``owner``'s routes when the caller already has them (the local publisher caches
+    them); read from the table otherwise.
+    """
     report = report or PublishReport()
     if not events:
         return report
@@ -76,7 +81,8 @@ def publish(
     report.types += [e.type for e in events]
     if bus is not None and settings.event_bus:
         report.put_on_bus += put_on_bus(bus, settings.event_bus, events)
-    endpoints: list[Endpoint] = records.routes(owner)
+    if endpoints is None:
+        endpoints = records.routes(owner)
     for event in events:
         body = event.model_dump_json()
         for endpoint in endpoints:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from skyloop.store import codec, keys
+from skyloop.store import codec, keys, notifier
 from skyloop.store.dynamodb.base import TableBase, error_code
 from skyloop.store.records import StoredEvent
 from skyloop.webhooks.models import Attempt, Delivery, Endpoint
@@ -25,6 +25,17 @@ if TYPE_CHECKING:
 
 ENDPOINT_FIELDS = tuple(Endpoint.model_fields)
 MAX_ATTEMPTS_KEPT = 50  # a delivery redelivered again and again keeps its newest attempts
+ROUTES_CHANGED = "webhook-routes"  # notifier kind: an endpoint was written (the local publisher's cue)
+
+
+def _routes_changed() -> None:
+    """Tell this process's listeners (the local stack's publisher caches routes) after a committed write.
+
+    A Lambda worker's notification reaches the stack before the invocation's answer does (one
+    ordered channel), so no event appended after a client saw its 2xx is routed by the old list.
+    In the cloud nobody listens.
+    """
+    notifier.notify("", ROUTES_CHANGED)
 
 
 def _owner_value(endpoint: Endpoint) -> str:
@@ -44,6 +55,7 @@ class WebhookRecords(TableBase):
             keys.CREATED_KEY: keys.created_key(endpoint.created_at * 10**9, endpoint.id),
         }
         self.client.put_item(TableName=self.table, Item=codec.to_item(item))
+        _routes_changed()
 
     def get_endpoint(self, endpoint_id: str) -> Endpoint | None:
         attrs = self._get(keys.webhook_key(endpoint_id))
@@ -91,6 +103,7 @@ class WebhookRecords(TableBase):
             if error_code(exc) == "ConditionalCheckFailedException":
                 return False
             raise
+        _routes_changed()
         return True
 
     def note_result(self, endpoint_id: str, *, succeeded: bool, at: int) -> None:
@@ -136,11 +149,13 @@ class WebhookRecords(TableBase):
             if error_code(exc) == "ConditionalCheckFailedException":
                 return False
             raise
+        _routes_changed()
         return True
 
     def delete_endpoint(self, endpoint_id: str) -> None:
         """The endpoint first (nothing routes to it after), then its deliveries."""
         self.client.delete_item(TableName=self.table, Key=codec.to_item(keys.webhook_key(endpoint_id)))
+        _routes_changed()
         rows = self._query_all(
             {
                 "TableName": self.table,
