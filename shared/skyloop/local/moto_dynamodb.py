@@ -533,19 +533,32 @@ def install() -> Callable[[], None]:  # noqa: C901  (the patch set is one unit w
             found = node_types[type(self)] = _ORIGINAL["node_types"](self)
         return found
 
+    base_pre = DepthFirstTraverser.pre_processing_of_child
+
     def traverse_node_recursively(self: Any, node: Any, child_id: int = -1) -> Any:
-        # moto's walk, with its isinstance checks against abstract classes answered per type
-        if _is_a(type(node), Node):
-            parent_node = node.parent
-            if node.children is not None:
-                for i, child_node in enumerate(node.children):
-                    self.pre_processing_of_child(node, i)
-                    self.traverse_node_recursively(child_node, i)
-            if _is_a(type(node), self.nodes_to_be_processed()):
-                node = self.process(node)
-                node.parent = parent_node
-                if parent_node:
-                    parent_node.children[child_id] = node
+        # moto's walk (children first, then the node if the processor takes its type), with its
+        # isinstance checks against abstract classes answered per type, the processor's types
+        # looked up once per walk and its child hook called only where a processor has one: each
+        # update is walked by ten processors, and the walk was a quarter of a transaction's CPU
+        pre = None if type(self).pre_processing_of_child is base_pre else self.pre_processing_of_child
+        return _walk(self, node, child_id, self.nodes_to_be_processed(), pre)
+
+    def _walk(self: Any, node: Any, child_id: int, types: tuple[type, ...], pre: Any) -> Any:
+        cls = type(node)
+        if not _is_a(cls, Node):
+            return node
+        parent_node = node.parent
+        children = node.children
+        if children is not None:
+            for i, child_node in enumerate(children):
+                if pre is not None:
+                    pre(node, i)
+                _walk(self, child_node, i, types, pre)
+        if _is_a(cls, types):
+            node = self.process(node)
+            node.parent = parent_node
+            if parent_node:
+                parent_node.children[child_id] = node
         return node
 
     def find_clauses(self: Any, clause_types: Any) -> list[Any]:
