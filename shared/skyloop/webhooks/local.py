@@ -166,6 +166,8 @@ class LocalPublisher:
                 self._redeliveries.append((endpoint_id, event_id))
             elif kind in (notifier.APPEND, notifier.CREATED):
                 self._dirty[session_id] = self._dirty.get(session_id, False) or kind == notifier.CREATED
+            else:  # another listener's cue (an output recorded): nothing to publish, no wake-up
+                return
             self._cond.notify()
 
     def _loop(self) -> None:
