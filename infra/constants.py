@@ -183,10 +183,19 @@ CORS_MAX_AGE_S = 600  # browsers cache a preflight answer this long
 
 # ---------------------------------------------------------------- edge
 STREAM_PATH_PATTERN = "/v1/sessions/*/stream"
-# OpenAI's Agents API serves streams on paths it also serves plain requests on (GET vs POST
-# .../events; POST /agents/sessions with stream: true): these go to the stream function whole, and it
-# hands what is not a stream to the API function (skyloop.stream.proxy).
-OPENAI_STREAM_PATH_PATTERNS = ("/openai/v1/agents/sessions", "/openai/v1/agents/sessions/*/events")
+# OpenAI's Agents API streams on a path it also takes posts on (GET vs POST .../events): the
+# behaviour is the stream function's, and its viewer-request function sends every request with a body
+# to the API instead (Origin Access Control cannot sign a function URL request's body for a client
+# that did not hash it: Lambda refuses it). A create with ``stream: true`` is the API's too: it answers
+# 303 to the session's events stream, which the SDKs follow (docs/deploy.md, "Routing").
+OPENAI_STREAM_PATH_PATTERNS = ("/openai/v1/agents/sessions/*/events",)
+# The methods the stream origin takes; any other goes to the API origin (they carry bodies).
+# skyloop.stream.app.STREAM_METHODS, which the local gateway routes by (a test holds them equal).
+STREAM_ORIGIN_METHODS = ("GET", "HEAD", "OPTIONS")
+# The distribution's origins, by id (the viewer-request function selects the API's by this id)
+API_ORIGIN_ID = "api"
+STREAM_ORIGIN_ID = "stream"
+CONSOLE_ORIGIN_ID = "console"
 # CloudFront signs function-URL requests (Origin Access Control) in the Authorization
 # header, replacing the viewer's. A viewer-request function copies the viewer's
 # Authorization into this header first, so the stream function can still read the

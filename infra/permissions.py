@@ -30,7 +30,8 @@ refuses to synthesize a function whose access nobody decided.
     (DeleteItem). Its stream reads are the event source mapping's, granted by the live construct.
 
   - ``lifecycle_events``: the session row and a delivery (GetItem), the event log around a run of calls
-    (Query) and the endpoints of a session's owner (Query on ``by_owner``), a new delivery (PutItem).
+    (Query) and the endpoints of a session's owner (Query on ``by_owner``), a new delivery (PutItem), and
+    the delivery marked queued once its message is sent (UpdateItem, ``WebhookRecords.mark_queued``).
     Its stream reads are the event source mapping's, granted by the lifecycle construct.
   - ``webhook_delivery``: the endpoint and the delivery (GetItem), an attempt recorded, the endpoint's
     failure state and its disabling (UpdateItem). The API manages endpoints with the actions it has.
@@ -39,7 +40,8 @@ refuses to synthesize a function whose access nobody decided.
     (GetItem, Query), the task's next occurrence and the run record (PutItem, conditional on the
     revision or status), the run's session and its first message (PutItem, and the append's
     transaction: PutItem, UpdateItem, ConditionCheckItem), the per-hour and per-minute quota counters
-    (UpdateItem), and the owner index to count the owner's sessions and running turns. Never deletes.
+    (UpdateItem), the owner index to count the owner's sessions and running turns, and the agent-name
+    index to find an OpenAI automation's agent's newest version. Never deletes.
   - ``reconcile_turns``: the sparse ``running_sessions`` index (Query), the session and its turn
     (GetItem), the wake-up claim and its release (UpdateItem), and the failure it records for a
     dead execution (a transaction: PutItem, UpdateItem, ConditionCheckItem). Its schedule repair
@@ -71,8 +73,8 @@ refuses to synthesize a function whose access nobody decided.
   agent on register and writes a new value when the key changes (CreateSecret, then
   PutSecretValue when it exists) and deletes it, without a recovery window, when the agent is
   removed (DeleteSecret); ``turn`` (its model calls) reads agents' model keys
-  (``<prefix>/<agent id>/api_key``); ``run_tool`` reads the secrets MCP headers name, which must
-  live under ``<stack>/tools/`` (beside the prefix, so neither step reads the other's secrets).
+  (``<prefix>/<agent id>/api_key``); ``turn`` (listing an MCP server's tools) and ``run_tool`` (calling
+  them) read the secrets MCP headers name, which must live under ``<stack>/tools/`` (beside the prefix).
   Nobody else touches a secret.
 """
 
@@ -124,7 +126,9 @@ TABLE_ACCESS: dict[str, TableAccess] = {
     # the turn steps' access, the sparse index of running sessions it sweeps, and the index of armed
     # scheduled tasks its repair pass reads
     "reconcile_turns": TableAccess(actions=_TURN_STEP.actions, indexes=(INDEX_RUNNING, INDEX_DUE)),
-    "schedule_run": TableAccess(actions=_TURN_STEP.actions, indexes=(INDEX_BY_OWNER,)),
+    # the owner's sessions and running turns (quotas), and an OpenAI automation's agent: its newest
+    # version, found by name (skyloop.openai_compat.agents.resolve)
+    "schedule_run": TableAccess(actions=_TURN_STEP.actions, indexes=(INDEX_BY_OWNER, INDEX_BY_AGENT_NAME)),
     "live": TableAccess(
         actions=(
             "dynamodb:GetItem",
@@ -137,7 +141,8 @@ TABLE_ACCESS: dict[str, TableAccess] = {
     ),
     "push_fanout": TableAccess(actions=("dynamodb:Query", "dynamodb:DeleteItem")),
     "lifecycle_events": TableAccess(
-        actions=("dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"), indexes=(INDEX_BY_OWNER,)
+        actions=("dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"),
+        indexes=(INDEX_BY_OWNER,),
     ),
     "webhook_delivery": TableAccess(actions=("dynamodb:GetItem", "dynamodb:UpdateItem")),
 }
@@ -235,6 +240,7 @@ SECRET_ACCESS: dict[str, SecretAccess] = {
         ),
         names=(AGENT_KEY_SECRETS,),
     ),
-    "turn": SecretAccess(actions=("secretsmanager:GetSecretValue",), names=(AGENT_KEY_SECRETS,)),
+    # model keys, and the MCP header secrets of the servers it lists tools from
+    "turn": SecretAccess(actions=("secretsmanager:GetSecretValue",), names=(AGENT_KEY_SECRETS, TOOL_SECRETS)),
     "run_tool": SecretAccess(actions=("secretsmanager:GetSecretValue",), names=(TOOL_SECRETS,)),
 }

@@ -44,6 +44,7 @@ from infra.checks.asl import check_definition_text
 from infra.checks.findings import Finding
 from infra.checks.intrinsics import Unestimable, WorstCase
 from infra.checks.names import check_names
+from infra.checks.routing import check_routing
 
 LAMBDA_UNZIPPED_MAX = 262_144_000
 LAMBDA_ENV_MAX = 4_096
@@ -139,6 +140,7 @@ def check_template(
         *iam_policies(template, wc),
         *s3_bucket_policies(template, wc),
         *state_machines(template, wc),
+        *check_routing(template),
     ]
 
 

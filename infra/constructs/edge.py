@@ -1,14 +1,22 @@
 """Edge: one CloudFront distribution, the deployment's single HTTPS endpoint.
 
-``/v1/sessions/*/stream`` and the OpenAI Agents API's stream paths
-(``C.OPENAI_STREAM_PATH_PATTERNS``: the stream function hands their plain
-requests on to the API function) go to the stream function URL; ``/v1/*``,
+``/v1/sessions/*/stream`` and the OpenAI Agents API's stream path
+(``C.OPENAI_STREAM_PATH_PATTERNS``) go to the stream function URL; ``/v1/*``,
 ``/openai/*``, ``/api/*``, ``/health`` and ``/openapi.json`` to the HTTP API. Those
 are uncached, with every method and viewer header except Host forwarded (so
 ``Authorization`` and ``Last-Event-ID`` reach the functions). Every other path is the
 web console's: its S3 bucket, read through Origin Access Control, cached, with security
 headers; a viewer-request function turns client routes (paths without a file
 extension) into ``/index.html``. One origin for the console and the API: no CORS.
+
+The function URL takes no request body. Origin Access Control signs CloudFront's
+request to it, and Lambda refuses a signed request whose body the viewer did not hash
+(``x-amz-content-sha256``), which no client sends: so the stream behaviours'
+viewer-request function sends every method but ``C.STREAM_ORIGIN_METHODS`` to the
+API's origin (``cf.selectRequestOriginById``), and a create with ``stream: true`` is
+answered by the API with ``303 See Other`` to the session's events stream
+(``skyloop.openai_compat.service``). ``infra.checks.routing`` walks every route of
+every contract through the synthesized behaviours and these functions to hold it.
 """
 
 from __future__ import annotations
@@ -27,17 +35,28 @@ if TYPE_CHECKING:
     from aws_cdk import aws_lambda as lambda_
     from aws_cdk import aws_s3 as s3
 
-# Origin Access Control signs CloudFront's request to the function URL in the Authorization
-# header, replacing the viewer's. Keep the viewer's bearer token in a header of its own, and
-# drop any value a viewer sent under that name so only CloudFront can set it.
-COPY_AUTHORIZATION_JS = f"""\
+# The stream behaviours' viewer-request function. A request with a body (any method but
+# C.STREAM_ORIGIN_METHODS) goes to the API's origin: the function URL behind Origin Access Control
+# cannot take it. For the rest: Origin Access Control signs CloudFront's request to the function URL
+# in the Authorization header, replacing the viewer's, so the viewer's bearer token is kept in a
+# header of its own; any value a viewer sent under that name is dropped, so only CloudFront sets it.
+STREAM_VIEWER_REQUEST_JS = f"""\
+import cf from 'cloudfront';
+
+var STREAM_METHODS = {list(C.STREAM_ORIGIN_METHODS)!r};
+
 function handler(event) {{
-  var headers = event.request.headers;
+  var request = event.request;
+  var headers = request.headers;
   delete headers['{C.STREAM_AUTH_HEADER}'];
+  if (STREAM_METHODS.indexOf(request.method) === -1) {{
+    cf.selectRequestOriginById('{C.API_ORIGIN_ID}');
+    return request;
+  }}
   if (headers.authorization) {{
     headers['{C.STREAM_AUTH_HEADER}'] = {{ value: headers.authorization.value }};
   }}
-  return event.request;
+  return request;
 }}
 """
 
@@ -71,6 +90,7 @@ class Edge(Construct):
             protocol_policy=cloudfront.OriginProtocolPolicy.HTTPS_ONLY,
             origin_ssl_protocols=[cloudfront.OriginSslPolicy.TLS_V1_2],
             read_timeout=cdk.Duration.seconds(C.API_ORIGIN_READ_TIMEOUT_S),
+            origin_id=C.API_ORIGIN_ID,  # named: the stream behaviours' function selects it by this id
         )
         # CloudFront names are global to the account: each carries the stack and its region.
         self.origin_access_control = cloudfront.FunctionUrlOriginAccessControl(
@@ -83,14 +103,15 @@ class Edge(Construct):
             stream_url,
             origin_access_control=self.origin_access_control,
             read_timeout=cdk.Duration.seconds(C.STREAM_ORIGIN_READ_TIMEOUT_S),
+            origin_id=C.STREAM_ORIGIN_ID,
         )
         self.copy_authorization = cloudfront.Function(
             self,
             "StreamAuthorization",
             function_name=regional_name(self, C.EDGE_FUNCTION_NAME_PURPOSE, C.EDGE_FUNCTION_NAME_MAX_LENGTH),
-            code=cloudfront.FunctionCode.from_inline(COPY_AUTHORIZATION_JS),
+            code=cloudfront.FunctionCode.from_inline(STREAM_VIEWER_REQUEST_JS),
             runtime=cloudfront.FunctionRuntime.JS_2_0,
-            comment=f"Copy the viewer's Authorization into {C.STREAM_AUTH_HEADER}",
+            comment=f"Bodies to the API; the viewer's Authorization kept in {C.STREAM_AUTH_HEADER}",
         )
         console_origin = origins.S3BucketOrigin.with_origin_access_control(
             console_bucket,
@@ -102,6 +123,7 @@ class Edge(Construct):
                 ),
                 signing=cloudfront.Signing.SIGV4_ALWAYS,
             ),
+            origin_id=C.CONSOLE_ORIGIN_ID,
         )
         self.console_routes = cloudfront.Function(
             self,

@@ -104,8 +104,9 @@ def _add_smoke_command(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         help="check a running endpoint end to end (skyloop dev or a deployed stack); exit 0 pass, 1 fail, "
         "2 usage or unreachable",
         description="Runs the seed's client-tool scenario, a dropped and resumed stream, an approved and a "
-        "declined server tool, an interrupt and bad inputs against the endpoint with a temporary scripted agent, "
-        "then deletes what it made. One line per step with its latency, then PASS n/n or FAIL k/n.",
+        "declined server tool, an interrupt, two turns through the openai SDK's Agents API (/openai/v1), a "
+        "lifecycle event delivered to a webhook endpoint, and bad inputs against the endpoint with a temporary "
+        "scripted agent, then deletes what it made. One line per step with its latency, then PASS n/n or FAIL k/n.",
     )
     smoke.add_argument(
         "--endpoint", required=True, metavar="URL", help="the stack (EndpointUrl, or skyloop dev's URL)"
@@ -131,9 +132,11 @@ def _add_smoke_command(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         action="append",
         metavar="STEP",
         help="run only these scenarios (repeatable or comma-separated): seed, resume, approve, decline, "
-        "interrupt, bad-inputs; health, auth, register and cleanup always run",
+        "interrupt, openai, webhook, bad-inputs; health, auth, register and cleanup always run",
     )
-    smoke.add_argument("--keep", action="store_true", help="leave the smoke agent and sessions in place")
+    smoke.add_argument(
+        "--keep", action="store_true", help="leave the smoke agent, sessions and webhook endpoint in place"
+    )
 
 
 def _smoke_command(args: argparse.Namespace) -> int:

@@ -25,9 +25,12 @@ class Settings(BaseModel):
     model_timeout_s: float = Field(default=600.0, gt=0, alias="SKYLOOP_MODEL_TIMEOUT_S")
     blob_bucket: str | None = Field(default=None, alias="SKYLOOP_BLOB_BUCKET")
     secrets_prefix: str = Field(default="skyloop/agents", min_length=1, alias="SKYLOOP_SECRETS_PREFIX")
-    # Where MCP header secrets must live (the stack sets <stack>/tools; run_tool may read only there);
-    # each principal names its own under <prefix>/<principal>/. Unset (the local stack): any name.
-    tool_secrets_prefix: str | None = Field(default=None, min_length=1, alias="SKYLOOP_TOOL_SECRETS_PREFIX")
+    # Where MCP header secrets must live (the stack sets <stack>/tools; the turn and run_tool functions
+    # may read only there); each principal names its own under <prefix>/<principal>/. The local stack
+    # keeps the same rule beside its agents' prefix (its IAM check allows nothing else either).
+    tool_secrets_prefix: str | None = Field(
+        default="skyloop/tools", min_length=1, alias="SKYLOOP_TOOL_SECRETS_PREFIX"
+    )
     # OIDC sign-in (skyloop.oidc): JWTs from this issuer for this audience are accepted as bearer tokens.
     jwt_issuer: str | None = Field(default=None, alias="SKYLOOP_JWT_ISSUER")
     jwt_audience: str | None = Field(default=None, alias="SKYLOOP_JWT_AUDIENCE")

@@ -22,10 +22,20 @@ step                what it proves
 ``decline``         the declined call did not run and the model read the denial
 ``interrupt``       a turn interrupted while the model "writes" (a scripted delay) ends with
                     ``session.interrupted``, ``response.cancelled``, ``idle`` and one marker
+``openai``          OpenAI's Agents API through the official ``openai`` SDK at
+                    ``<endpoint>/openai/v1``: ``sessions.create(stream=True)`` with input streams
+                    the first turn to ``agent.session.idle``, then ``sessions.events.create``
+                    posts a message and ``sessions.events.stream`` carries that turn to idle;
+                    each turn's assistant text is the scripted one
+``webhook``         lifecycle events reach webhooks: an endpoint registered with
+                    ``POST /v1/webhooks`` (pointed at the endpoint's own ``/health``, which
+                    the deployment can reach) gets a delivery for a new session's event with
+                    a recorded attempt (any HTTP status: the publisher queued it and the
+                    delivery function ran); the webhook endpoint is deleted in cleanup
 ``bad:<case>``      bad inputs get the documented 4xx and ``{"error": {"code", "message"}}``,
                     and write nothing
-``cleanup``         the sessions and the agent are deleted (also after a failure; ``keep``
-                    leaves them)
+``cleanup``         the webhook endpoint, the sessions and the agent are deleted (also after a
+                    failure; ``keep`` leaves them)
 ==================  ========================================================================
 
 :func:`run` returns a :class:`Report`; the CLI (``skyloop.cli``) prints it and
@@ -62,11 +72,11 @@ from skyloop.client import (
 from skyloop.client._config import resolve_config
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Generator
+    from collections.abc import Callable, Generator, Iterable
 
     from skyloop.client import ServerSentEvent
 
-SCENARIOS = ("seed", "resume", "approve", "decline", "interrupt", "bad-inputs")
+SCENARIOS = ("seed", "resume", "approve", "decline", "interrupt", "openai", "webhook", "bad-inputs")
 """The steps ``--only`` may pick; health, auth, register and cleanup always run."""
 GATES = ("health", "auth", "register")  # when one fails, the steps after it cannot run
 DEFAULT_TOOL_FUNCTION = "smoke_echo"  # skyloop dev's built-in tool; in the cloud the SmokeToolArn output
@@ -78,6 +88,17 @@ INTERRUPT_DELAY_MS = 20_000  # the model "writes" this long unless interrupted
 MAX_OUTPUT_CHARS = 200_000  # the documented tool-output limit (README: 413 above)
 INTERRUPTED_MARKER = "[System: interrupted]"
 DENIED_PREFIX = "[Denied"
+OPENAI_PATH = "/openai/v1"  # where the endpoint serves OpenAI's Agents API (client.beta.agents)
+OPENAI_TURN_ENDS = (
+    "agent.session.turn.completed",
+    "agent.session.turn.failed",
+    "agent.session.turn.cancelled",
+)
+OPENAI_SESSION_ENDS = ("agent.session.idle", "agent.session.failed", "agent.session.budget_reached")
+WEBHOOK_EVENTS = ("agent.session.created", "agent.session.in_progress", "agent.session.idle")
+WEBHOOK_TARGET = "/health"  # the endpoint's own public URL: a deployment can reach it, unlike this machine
+WEBHOOK_NUDGE_S = 5.0  # no delivery yet: run a short turn for more events (cloud routing lags ~1 s)
+WEBHOOK_WAIT_SHARE = 0.8  # of the step timeout, polling for an attempt (then a clear failure, not a timeout)
 
 
 class Unreachable(Exception):
@@ -170,6 +191,7 @@ class _Smoke:
         self.agent_id: str | None = None
         self.sessions: list[str] = []
         self.probe_session: str | None = None
+        self.webhook_id: str | None = None
         self.workdir = Path(tempfile.mkdtemp(prefix="skyloop-smoke-"))
         # the SDK's resolution (the option, else $SKYLOOP_TOKEN, else the config file's), used for every request
         self.token = resolve_config(self.endpoint, options.token or None).token
@@ -492,6 +514,133 @@ class _Smoke:
         _expect(len(markers) == 1, f"{len(markers)} interruption marker(s) in /items")
         return f"stopped in {took * 1000:.0f} ms: session.interrupted, response.cancelled, idle; one marker"
 
+    # ------------------------------------------------------------------ OpenAI's Agents API
+    def openai(self) -> str:
+        """Two turns through the official ``openai`` SDK: a streamed create with input, then a posted message.
+
+        The session references the smoke agent by ``agent_id``: ``/openai/v1`` resolves any agent of
+        ``/v1/agents`` by its id, and this one answers from its script. An agent made with
+        ``client.beta.agents.create`` has only OpenAI's fields (model, instructions, tools), no
+        ``executor``, so it could not be scripted: its turns would need a real model and key.
+        """
+        import openai as sdk
+
+        assert self.agent_id is not None
+        oa = sdk.OpenAI(
+            base_url=f"{self.endpoint}{OPENAI_PATH}",
+            api_key=self.token or "skyloop-smoke",  # the SDK needs one; an open endpoint ignores it
+            timeout=self.o.timeout,
+            max_retries=0,  # a retry would hide a failure
+            _strict_response_validation=True,  # every answer must parse as the SDK's types
+        )
+        with oa:
+            _expect(
+                hasattr(oa.beta, "agents"),
+                f"the installed openai SDK ({sdk.__version__}) has no client.beta.agents: upgrade openai",
+            )
+            sessions = oa.beta.agents.sessions
+            metadata = {"skyloop_smoke": self.nonce}
+            first = _OpenAITurn(self.sessions)  # notes the session as soon as an event names it
+            try:
+                with _openai_errors("sessions.create(stream=True)"):
+                    stream = sessions.create(
+                        environment={"type": "none"},
+                        agent_id=self.agent_id,
+                        input=f"{OPENAI_FIRST} Answer over OpenAI's Agents API.",
+                        metadata=metadata,
+                        stream=True,
+                    )
+                    with stream:
+                        first.read(stream, "the stream of sessions.create(stream=True)")
+            finally:
+                if first.session_id is None:
+                    self.find_openai_sessions(sessions, metadata)  # so cleanup deletes what was made
+            session_id = first.session_id
+            _expect(session_id is not None, "the stream of sessions.create(stream=True) named no session")
+            assert session_id is not None
+            first.check(openai_text(1, self.nonce), "the first turn (sessions.create(stream=True))")
+            text = f"{OPENAI_SECOND} Again, over sessions.events.create."
+            with _openai_errors("sessions.events.create"):
+                sessions.events.create(
+                    session_id,
+                    events=[
+                        {
+                            "type": "agent.session.input.message",
+                            "input": [{"role": "user", "content": [{"type": "input_text", "text": text}]}],
+                        }
+                    ],
+                )
+            # from the first stream's last event: the second turn's events, whenever the stream connects
+            with (
+                _openai_errors("sessions.events.stream"),
+                sessions.events.stream(
+                    session_id, extra_headers={"Last-Event-ID": first.last_event_id}
+                ) as events,
+            ):
+                second = _OpenAITurn([]).read(events, "sessions.events.stream")
+            second.check(openai_text(2, self.nonce), "the second turn (sessions.events.create)")
+            _expect(second.turn_id != first.turn_id, f"the second stream repeated turn {first.turn_id}")
+        return (
+            f"openai {sdk.__version__}: create(stream=True) → {_short(first.text, 48)}, idle; events.create + "
+            f"events.stream → {_short(second.text, 48)}, idle; {first.events + second.events} events"
+        )
+
+    def find_openai_sessions(self, sessions: Any, metadata: dict[str, str]) -> None:
+        """The step's session when its stream failed before naming it (best effort: cleanup's list)."""
+        with contextlib.suppress(Exception):
+            for found in sessions.list(agent_id=self.agent_id, metadata=metadata):
+                if found.id not in self.sessions:
+                    self.sessions.append(found.id)
+
+    # ------------------------------------------------------------------------ webhooks
+    def webhook(self) -> str:
+        """A webhook endpoint gets a delivery of a new session's lifecycle event, with an attempt recorded."""
+        url = f"{self.endpoint}{WEBHOOK_TARGET}"
+        body = {"url": url, "events": list(WEBHOOK_EVENTS), "description": f"skyloop smoke {self.nonce}"}
+        resp = self.http.post("/v1/webhooks", json=body)
+        if resp.status_code in (404, 405):
+            raise CheckFailed(
+                f"POST /v1/webhooks: expected 201, got {_status(resp)}: the endpoint has no webhooks support "
+                "(a stack from before lifecycle events?)"
+            )
+        if resp.status_code in (401, 403):
+            raise CheckFailed(
+                f"POST /v1/webhooks: expected 201, got {_status(resp)}: the token may not register webhook "
+                "endpoints"
+            )
+        _expect(resp.status_code == 201, f"POST /v1/webhooks ({url}): expected 201, got {_status(resp)}")
+        self.webhook_id = str(_json(resp)["id"])
+        started = time.monotonic()
+        session_id = self.new_session()  # agent.session.created, for the endpoint's owner
+        deadline = started + self.o.timeout * WEBHOOK_WAIT_SHARE
+        nudge_at, turns = started + WEBHOOK_NUDGE_S, 0
+        while True:
+            listed = self.http.get(f"/v1/webhooks/{self.webhook_id}/deliveries", params={"limit": 100})
+            _expect(listed.status_code == 200, f"GET the webhook's deliveries: {_status(listed)}")
+            mine = [d for d in _json(listed).get("data", []) if d.get("session_id") == session_id]
+            tried = [d for d in mine if d.get("attempts")]
+            if tried:
+                break
+            now = time.monotonic()
+            if now >= deadline:
+                seen = ", ".join(f"{d.get('event_type')} {d.get('status')} (no attempt)" for d in mine[::-1])
+                raise CheckFailed(
+                    f"expected a delivery of session {session_id}'s events with an attempt recorded; after "
+                    f"{now - started:.0f} s and {turns} extra turn(s): {seen or 'no delivery'}"
+                )
+            if now >= nudge_at:  # more events (the cloud's routing may not have seen the endpoint yet)
+                self.client.send_message(session_id, "#webhook A short turn, for lifecycle events.")
+                nudge_at, turns = now + WEBHOOK_NUDGE_S, turns + 1
+            time.sleep(0.25)
+        delivery = tried[-1]  # newest first: the oldest tried
+        attempt = delivery["attempts"][0]
+        code = attempt.get("response_code")
+        answer = f"HTTP {code}" if code is not None else f"no answer: {attempt.get('error')}"
+        return (
+            f"{delivery.get('event_type')} delivered to {url} {time.monotonic() - started:.1f} s after the "
+            f"session's creation: attempt {attempt.get('attempt')} recorded, {answer}"
+        )
+
     # ---------------------------------------------------------------------- bad inputs
     def bad_inputs(self) -> dict[str, Callable[[], str]]:
         """One step per documented refusal; each checks the status, the error body and that nothing changed."""
@@ -553,12 +702,13 @@ class _Smoke:
 
     # ------------------------------------------------------------------------- cleanup
     def cleanup(self) -> str:
-        if self.agent_id is None and not self.sessions:
+        if self.agent_id is None and not self.sessions and self.webhook_id is None:
             return "nothing to delete"
         made = f"agent {self.agent_name}" if self.agent_id else "no agent"
+        hook = f", webhook endpoint {self.webhook_id}" if self.webhook_id else ""
         if self.o.keep:
-            return f"kept (--keep): {made}, sessions {' '.join(self.sessions) or 'none'}"
-        problems = []
+            return f"kept (--keep): {made}, sessions {' '.join(self.sessions) or 'none'}{hook}"
+        problems = self.delete_webhook()  # first: the sessions' deletion then sends it nothing
         for session_id in self.sessions:
             resp = self.http.delete(f"/v1/sessions/{session_id}")
             if resp.status_code not in (200, 404):
@@ -570,7 +720,17 @@ class _Smoke:
             elif self.http.get(f"/v1/agents/{self.agent_id}").status_code != 404:
                 problems.append("the agent is still there")
         _expect(not problems, "; ".join(problems))
-        return f"deleted {len(self.sessions)} session(s) and {made}"
+        return f"deleted {len(self.sessions)} session(s) and {made}{hook}"
+
+    def delete_webhook(self) -> list[str]:
+        if self.webhook_id is None:
+            return []
+        resp = self.http.delete(f"/v1/webhooks/{self.webhook_id}")
+        if resp.status_code not in (200, 404):
+            return [f"DELETE webhook endpoint {self.webhook_id}: {_status(resp)}"]
+        if self.http.get(f"/v1/webhooks/{self.webhook_id}").status_code != 404:
+            return ["the webhook endpoint is still there"]
+        return []
 
 
 # ---------------------------------------------------------------------- the smoke agent
@@ -580,6 +740,15 @@ CALCULATOR = (
 )
 CANARY_FILE = "smoke_canary.txt"
 RESUME_TEXT = " ".join(f"word{n}" for n in range(1, RESUME_WORDS + 1))
+
+
+OPENAI_FIRST = "#openai-first"  # the scripted inputs of the openai step's two turns
+OPENAI_SECOND = "#openai-second"
+
+
+def openai_text(turn: int, nonce: str) -> str:
+    """The scripted answer of the openai step's turn 1 or 2 (the nonce: this run's agent answered)."""
+    return f"OpenAI Agents API turn {'one' if turn == 1 else 'two'} of smoke {nonce}."
 
 
 def canary_text(nonce: str) -> str:
@@ -613,6 +782,8 @@ def smoke_agent(name: str, workdir: Path, tool_function: str, nonce: str) -> dic
     script.append(
         {"match": "#interrupt", "text": "This answer is never written.", "delay_ms": INTERRUPT_DELAY_MS}
     )
+    script.append({"match": OPENAI_FIRST, "text": openai_text(1, nonce)})
+    script.append({"match": OPENAI_SECOND, "text": openai_text(2, nonce)})
     return {
         "name": name,
         "description": "skyloop smoke: a temporary scripted agent (deleted when the smoke test ends)",
@@ -656,6 +827,83 @@ def seed_toolbox() -> ToolBox:
         if fn["name"] in SEED_TOOLS
     ]
     return ToolBox(tools)
+
+
+# ------------------------------------------------------------------ OpenAI stream reading
+class _OpenAITurn:
+    """One turn as an ``agent.session.*`` stream of the SDK shows it, read to the session's end event."""
+
+    def __init__(self, sessions: list[str]) -> None:
+        self.sessions = sessions  # the run's sessions: this one joins as soon as an event names it
+        self.session_id: str | None = None
+        self.turn_id: str | None = None
+        self.outcome: str | None = None  # agent.session.turn.completed, .failed or .cancelled
+        self.error: str = ""
+        self.deltas: list[str] = []
+        self.texts: list[str] = []  # agent.session.turn.output_text.done
+        self.events = 0
+        self.last_event_id = "0"
+        self.types: list[str] = []
+
+    @property
+    def text(self) -> str:
+        return "".join(self.texts)
+
+    def read(self, stream: Iterable[Any], what: str) -> _OpenAITurn:
+        """Events until the session's end event (idle, failed, budget) after the turn's end."""
+        for event in stream:
+            self.events += 1
+            self.last_event_id = str(event.event_id)
+            self.types.append(event.type)
+            self.note_session(event)
+            if event.type == "agent.session.turn.output_text.delta":
+                self.deltas.append(event.delta)
+            elif event.type == "agent.session.turn.output_text.done":
+                self.texts.append(event.text)
+            elif event.type in OPENAI_TURN_ENDS:
+                self.outcome, self.turn_id = event.type, event.turn_id
+                error = getattr(event.turn, "error", None)
+                self.error = f" ({error.code}: {error.message})" if error is not None else ""
+            elif event.type in OPENAI_SESSION_ENDS and self.outcome is not None:
+                return self
+        raise CheckFailed(
+            f"{what} ended after {self.events} event(s) before the turn and the session did "
+            f"(expected {OPENAI_TURN_ENDS[0]}, then agent.session.idle): {_short(' '.join(self.types[-6:]))}"
+        )
+
+    def note_session(self, event: Any) -> None:
+        if self.session_id is not None:
+            return
+        session = getattr(event, "session", None)
+        found = getattr(session, "id", None) or getattr(event, "session_id", None)
+        if found:
+            self.session_id = str(found)
+            if self.session_id not in self.sessions:
+                self.sessions.append(self.session_id)
+
+    def check(self, expected: str, what: str) -> None:
+        _expect(
+            self.outcome == "agent.session.turn.completed",
+            f"{what} ended {self.outcome or 'without a turn end'}{self.error}, expected agent.session.turn.completed",
+        )
+        _expect(self.text == expected, f"{what}: assistant text {_short(self.text)}, expected {expected!r}")
+        streamed = "".join(self.deltas)
+        _expect(
+            streamed == expected, f"{what}: the text deltas make {_short(streamed)}, expected {expected!r}"
+        )
+
+
+@contextlib.contextmanager
+def _openai_errors(what: str) -> Generator[None, None, None]:
+    """The SDK's errors as a step detail naming the call: ``sessions.events.create: 404 {...}``."""
+    import openai as sdk
+
+    try:
+        yield
+    except sdk.APIStatusError as exc:
+        raise CheckFailed(f"{what}: {exc.status_code} {_short(str(exc.body or exc.message))}") from exc
+    except sdk.APIError as exc:
+        raise CheckFailed(f"{what}: {type(exc).__name__}: {exc}") from exc
 
 
 # ----------------------------------------------------------------------------- helpers

@@ -62,6 +62,10 @@ def test_streamed_create_with_tool_handlers(target: Target) -> None:
     scenarios.streamed_create(target)
 
 
+def test_streamed_create_answers_303_to_its_stream(target: Target) -> None:
+    scenarios.streamed_create_answers_303_to_its_stream(target)
+
+
 def test_cancel_while_parked(target: Target) -> None:
     scenarios.cancel_while_parked(target)
 

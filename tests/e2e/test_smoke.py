@@ -3,7 +3,9 @@
 Passing runs (open and token-protected stacks), and the faults the command
 must report: a wrong token (exit 1, the auth step fails, nothing else runs), a
 step that fails (exit 1, a FAIL line, cleanup still ran), an unreachable
-endpoint (exit 2).
+endpoint (exit 2). The ``openai`` and ``webhook`` steps also run through a proxy
+that falsifies what their checks rest on (a turn's text, a delivery's attempts),
+and must fail then.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import _free_port
+from tests.e2e.tampering_proxy import TamperingProxy
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -32,6 +35,8 @@ SCENARIO_STEPS = [
     "approve",
     "decline",
     "interrupt",
+    "openai",
+    "webhook",
     "bad:unknown-session",
     "bad:malformed-json",
     "bad:unknown-call",
@@ -40,6 +45,11 @@ SCENARIO_STEPS = [
 ]
 ALL_STEPS = ["health", "auth", "register", *SCENARIO_STEPS, "cleanup"]
 STEP_LINE = re.compile(r"^(?P<mark>[✓✗]) (?P<name>\S+)\s+(?P<ms>\d+) ms  (?P<detail>.*)$")
+WEBHOOK_DETAIL = re.compile(
+    r"^agent\.session\.created delivered to (?P<url>http://127\.0\.0\.1:\d+/health) [\d.]+ s after the "
+    r"session's creation: attempt 1 recorded, HTTP 404$"
+)
+WEBHOOK_ID = re.compile(r", webhook endpoint ([0-9a-f]{32})$")
 
 
 def _skyloop() -> list[str]:
@@ -79,6 +89,23 @@ def agent_name(found: dict[str, tuple[str, str]]) -> str:
     return m.group(1)
 
 
+def nonce(found: dict[str, tuple[str, str]]) -> str:
+    return agent_name(found).removeprefix("smoke-")
+
+
+def openai_text(turn: str, run: str) -> str:
+    """The smoke agent's scripted answer to the openai step's turn ``one`` or ``two``."""
+    return f"OpenAI Agents API turn {turn} of smoke {run}."
+
+
+def webhook_gone(url: str, found: dict[str, tuple[str, str]], token: str | None = None) -> bool:
+    """The webhook endpoint cleanup names was deleted (404 now)."""
+    m = WEBHOOK_ID.search(found["cleanup"][1])
+    assert m, found["cleanup"]
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.get(f"{url}/v1/webhooks/{m.group(1)}", headers=headers, timeout=10).status_code == 404
+
+
 def agent_exists(url: str, name: str, token: str | None = None) -> bool:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     resp = httpx.get(f"{url}/v1/agents", params={"name": name}, headers=headers, timeout=10)
@@ -101,9 +128,17 @@ def test_smoke_passes_every_step_against_skyloop_dev(live_server: str) -> None:
     assert "= the replay, each once, no gap" in found["resume"][1]
     assert "session.interrupted, response.cancelled, idle" in found["interrupt"][1]
     assert found["bad:oversize-output"][1].startswith("413 payload_too_large")
+    # And both turns went through OpenAI's SDK, and a lifecycle event reached the webhook endpoint
+    run = nonce(found)
+    assert f"create(stream=True) → {openai_text('one', run)!r}, idle;" in found["openai"][1]
+    assert f"events.stream → {openai_text('two', run)!r}, idle;" in found["openai"][1]
+    hook = WEBHOOK_DETAIL.match(found["webhook"][1])
+    assert hook, found["webhook"]
+    assert hook["url"] == f"{live_server}/health"
     # And it left nothing behind
-    assert found["cleanup"][1].startswith("deleted 6 session(s) and agent smoke-")
+    assert found["cleanup"][1].startswith("deleted 8 session(s) and agent smoke-")
     assert not agent_exists(live_server, agent_name(found))
+    assert webhook_gone(live_server, found)
 
 
 @pytest.fixture(scope="module")
@@ -124,6 +159,7 @@ def test_smoke_passes_with_the_token_of_a_stack_that_requires_one(secured: tuple
     assert found["auth"] == ("✓", "401 without the token, 200 with it; runner default online")
     assert last == f"PASS {len(ALL_STEPS)}/{len(ALL_STEPS)}"
     assert not agent_exists(url, agent_name(found), token)
+    assert webhook_gone(url, found, token)
 
 
 def test_json_report_and_only(live_server: str) -> None:
@@ -152,6 +188,113 @@ def test_keep_leaves_the_agent_and_sessions(live_server: str) -> None:
     assert agent_exists(live_server, name)
     agent_id = httpx.get(f"{live_server}/v1/agents", params={"name": name}).json()["data"][0]["id"]
     httpx.delete(f"{live_server}/v1/agents/{agent_id}", params={"force": "true"}).raise_for_status()
+
+
+# ----------------------------------------------------------------------- openai, webhook
+def test_only_openai_runs_two_turns_through_the_openai_sdk(live_server: str) -> None:
+    # When only the openai step runs
+    proc = smoke("--endpoint", live_server, "--only", "openai")
+    # Then it passes, each turn's scripted text read from the SDK's streams, and its session is deleted
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    found, last = steps(proc.stdout)
+    assert list(found) == ["health", "auth", "register", "openai", "cleanup"]
+    assert last == "PASS 5/5"
+    run = nonce(found)
+    mark, detail = found["openai"]
+    assert mark == "✓", detail
+    assert re.fullmatch(
+        rf"openai \S+: create\(stream=True\) → {re.escape(repr(openai_text('one', run)))}, idle; events\.create "
+        rf"\+ events\.stream → {re.escape(repr(openai_text('two', run)))}, idle; \d+ events",
+        detail,
+    ), detail
+    assert found["cleanup"] == ("✓", f"deleted 1 session(s) and agent {agent_name(found)}")
+
+
+def _replace_in_openai_streams(old: bytes, new: bytes) -> Callable[[str, bytes], bytes]:
+    def tamper(path: str, body: bytes) -> bytes:
+        return body.replace(old, new) if path.startswith("/openai/v1/agents/sessions") else body
+
+    return tamper
+
+
+@pytest.mark.parametrize(
+    ("turn", "which"),
+    [
+        ("one", "the first turn (sessions.create(stream=True))"),
+        ("two", "the second turn (sessions.events.create)"),
+    ],
+)
+def test_the_openai_step_fails_when_a_turn_answers_other_text(
+    live_server: str, turn: str, which: str
+) -> None:
+    # Given a proxy that changes one turn's assistant text on its way through /openai/v1
+    with TamperingProxy(
+        live_server, _replace_in_openai_streams(f"turn {turn}".encode(), b"turn zzz")
+    ) as proxy:
+        proc = smoke("--endpoint", proxy.url, "--only", "openai")
+    # Then the openai step fails, saying which turn answered what instead of what
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    found, last = steps(proc.stdout)
+    mark, detail = found["openai"]
+    assert mark == "✗"
+    run = nonce(found)
+    assert detail == (
+        f"{which}: assistant text {openai_text('zzz', run)!r}, expected {openai_text(turn, run)!r}"
+    )
+    assert last == "FAIL 4/5 (failed: openai)"
+    # And cleanup still deleted the session the step made
+    assert found["cleanup"] == ("✓", f"deleted 1 session(s) and agent {agent_name(found)}")
+
+
+def test_only_webhook_sees_a_delivery_attempt_and_deletes_the_endpoint(live_server: str) -> None:
+    # When only the webhook step runs
+    proc = smoke("--endpoint", live_server, "--only", "webhook")
+    # Then it passes: the new session's agent.session.created was attempted at the endpoint's own /health
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    found, last = steps(proc.stdout)
+    assert list(found) == ["health", "auth", "register", "webhook", "cleanup"]
+    assert last == "PASS 5/5"
+    mark, detail = found["webhook"]
+    assert mark == "✓", detail
+    hook = WEBHOOK_DETAIL.match(detail)
+    assert hook, detail
+    assert hook["url"] == f"{live_server}/health"
+    # And cleanup deleted the webhook endpoint with the session and the agent
+    assert re.fullmatch(
+        rf"deleted 1 session\(s\) and agent {agent_name(found)}, webhook endpoint [0-9a-f]{{32}}",
+        found["cleanup"][1],
+    ), found["cleanup"]
+    assert webhook_gone(live_server, found)
+
+
+def _no_attempts(path: str, body: bytes) -> bytes:
+    """Every delivery listed as never attempted."""
+    if not (path.startswith("/v1/webhooks/") and "/deliveries" in path):
+        return body
+    page = json.loads(body)
+    for delivery in page.get("data", []):
+        delivery["attempts"] = []
+    return json.dumps(page).encode()
+
+
+def test_the_webhook_step_fails_when_no_attempt_is_recorded(live_server: str) -> None:
+    # Given a proxy that shows the webhook endpoint's deliveries without their attempts
+    with TamperingProxy(live_server, _no_attempts) as proxy:
+        proc = smoke("--endpoint", proxy.url, "--only", "webhook", "--timeout", "8")
+    # Then the step waits (running one more turn for more events), then fails saying what it saw
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    found, last = steps(proc.stdout)
+    mark, detail = found["webhook"]
+    assert mark == "✗"
+    assert re.fullmatch(
+        r"expected a delivery of session [0-9a-f]{32}'s events with an attempt recorded; after \d+ s and 1 extra "
+        r"turn\(s\): agent\.session\.created \w+ \(no attempt\).*",
+        detail,
+    ), detail
+    assert last == "FAIL 4/5 (failed: webhook)"
+    # And cleanup deleted the webhook endpoint after the failure too
+    assert found["cleanup"][0] == "✓", found["cleanup"]
+    assert webhook_gone(live_server, found)
 
 
 # -------------------------------------------------------------------------------- faults

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from infra import constants as C
-from infra.constructs.edge import COPY_AUTHORIZATION_JS
+from infra.checks.routing import run_viewer_function
+from infra.constructs.edge import STREAM_VIEWER_REQUEST_JS
 
 if TYPE_CHECKING:
     from tests.infra.conftest import Synth
@@ -134,25 +135,66 @@ def test_cfn_lint_finds_no_error_or_warning(synth: Synth) -> None:
     assert [str(m) for m in matches] == []
 
 
-def _run_edge_function(request_headers: dict[str, str]) -> dict[str, Any]:
-    node = shutil.which("node")
-    if node is None:
+def _run_edge_function(
+    request_headers: dict[str, str], method: str = "GET"
+) -> tuple[dict[str, Any], list[Any]]:
+    """The stream behaviours' viewer-request function run in node: (the request it passes on, origins selected)."""
+    if shutil.which("node") is None:
         pytest.skip("node is not installed")
-    event = {"request": {"headers": {k: {"value": v} for k, v in request_headers.items()}}}
-    script = f"{COPY_AUTHORIZATION_JS}\nprocess.stdout.write(JSON.stringify(handler({json.dumps(event)})));"
-    out = subprocess.run([node, "-e", script], capture_output=True, text=True, timeout=30, check=True)
-    return {k: v["value"] for k, v in json.loads(out.stdout)["headers"].items()}
+    request = {
+        "method": method,
+        "uri": "/v1/sessions/x/stream",
+        "headers": {k: {"value": v} for k, v in request_headers.items()},
+    }
+    stub = "var cf = {selectRequestOriginById: function (id) { selected.push(id); }};"
+    code = STREAM_VIEWER_REQUEST_JS.replace("import cf from 'cloudfront';", stub)
+    event = json.dumps({"request": request})
+    script = f"var selected = [];\n{code}\nvar out = handler({event});\n"
+    script += "process.stdout.write(JSON.stringify({request: out, selected: selected}));"
+    out = subprocess.run(
+        [shutil.which("node") or "node", "-e", script], capture_output=True, text=True, timeout=30, check=True
+    )
+    result = json.loads(out.stdout)
+    return {k: v["value"] for k, v in result["request"]["headers"].items()}, result["selected"]
 
 
 def test_edge_function_copies_the_viewers_bearer_token() -> None:
     # Given a viewer request with a bearer token (and a forged copy header)
-    headers = _run_edge_function({"authorization": "Bearer sky_abc", C.STREAM_AUTH_HEADER: "Bearer forged"})
+    headers, selected = _run_edge_function(
+        {"authorization": "Bearer sky_abc", C.STREAM_AUTH_HEADER: "Bearer forged"}
+    )
     # Then the copy header carries the viewer's Authorization, which origin signing will replace
     assert headers[C.STREAM_AUTH_HEADER] == "Bearer sky_abc"
     assert headers["authorization"] == "Bearer sky_abc"
+    assert selected == []  # and the request stays on the stream function's origin
 
 
 def test_edge_function_drops_a_forged_copy_header() -> None:
-    headers = _run_edge_function({C.STREAM_AUTH_HEADER: "Bearer forged", "last-event-id": "7"})
+    headers, _ = _run_edge_function({C.STREAM_AUTH_HEADER: "Bearer forged", "last-event-id": "7"})
     assert C.STREAM_AUTH_HEADER not in headers
     assert headers["last-event-id"] == "7"
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE"])
+def test_edge_function_sends_a_request_with_a_body_to_the_api(method: str) -> None:
+    # Origin Access Control cannot sign a body the viewer did not hash: the API's origin takes it
+    headers, selected = _run_edge_function({"authorization": "Bearer sky_abc"}, method)
+    assert selected == [C.API_ORIGIN_ID]
+    assert headers["authorization"] == "Bearer sky_abc"
+
+
+@pytest.mark.parametrize("method", C.STREAM_ORIGIN_METHODS)
+def test_edge_function_keeps_body_less_methods_on_the_stream_function(method: str) -> None:
+    _, selected = _run_edge_function({}, method)
+    assert selected == []
+
+
+def test_the_routing_checks_runner_sees_the_same_selection() -> None:
+    # infra.checks.routing runs the function through its own stub of `cloudfront`: it must agree
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed")
+    requests = [{"method": m, "uri": "/x", "headers": {}} for m in ("GET", "POST")]
+    assert [r["selected"] for r in run_viewer_function(STREAM_VIEWER_REQUEST_JS, requests)] == [
+        [],
+        [{"id": C.API_ORIGIN_ID}],
+    ]

@@ -302,7 +302,7 @@ def test_cloudfront_function_runtime(cfn: Template, assets: dict[str, Path], run
 @pytest.mark.parametrize(
     "breakage",
     [
-        lambda code: code.replace("return event.request;", "return event.request;;}"),  # syntax
+        lambda code: code.replace("return request;", "return request;;}"),  # syntax
         lambda code: code.replace("function handler(", "function handle("),  # no handler
         lambda code: code + "\nundefinedName.call();\n",  # throws at load
     ],

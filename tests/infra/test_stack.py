@@ -234,10 +234,11 @@ TOOL_SECRETS = f":secret:{C.STACK_NAME}/tools/*-??????"
 EXPECTED_SECRET_ACCESS = {
     "api": (
         {"secretsmanager:CreateSecret", "secretsmanager:PutSecretValue", "secretsmanager:DeleteSecret"},
-        AGENT_KEYS,
+        (AGENT_KEYS,),
     ),
-    "turn": ({"secretsmanager:GetSecretValue"}, AGENT_KEYS),
-    "run_tool": ({"secretsmanager:GetSecretValue"}, TOOL_SECRETS),
+    # model keys, and the MCP header secrets of the servers whose tools a turn lists
+    "turn": ({"secretsmanager:GetSecretValue"}, (AGENT_KEYS, TOOL_SECRETS)),
+    "run_tool": ({"secretsmanager:GetSecretValue"}, (TOOL_SECRETS,)),
 }
 
 
@@ -257,10 +258,12 @@ def test_secret_access_is_scoped_to_the_stacks_prefix(
         assert "SKYLOOP_SECRETS_PREFIX" not in env
         assert "SKYLOOP_TOOL_SECRETS_PREFIX" not in env
         return
-    expected_actions, name = EXPECTED_SECRET_ACCESS[spec.name]
+    expected_actions, names = EXPECTED_SECRET_ACCESS[spec.name]
     (statement,) = statements
     assert set(as_list(statement["Action"])) == expected_actions
-    assert statement["Resource"] == {"Fn::Join": ["", [*SECRET_ARN_PREFIX, name]]}
+    assert as_list(statement["Resource"]) == [
+        {"Fn::Join": ["", [*SECRET_ARN_PREFIX, name]]} for name in names
+    ]
     # And the prefix the API names new secrets with is the one granted
     assert env["SKYLOOP_SECRETS_PREFIX"] == f"{C.STACK_NAME}/agents"
     # and the folder registration makes principals name MCP header secrets in is the one run_tool reads
@@ -483,8 +486,9 @@ EXPECTED_TABLE_ACTIONS = {
     "live": READS
     | {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"},
     "push_fanout": {"dynamodb:Query", "dynamodb:DeleteItem"},
-    # the session, the log around a run of calls, the owner's endpoints (by_owner), a new delivery
-    "lifecycle_events": READS | {"dynamodb:PutItem"},
+    # the session, the log around a run of calls, the owner's endpoints (by_owner), a new delivery,
+    # the delivery marked queued once sent (WebhookRecords.mark_queued)
+    "lifecycle_events": READS | {"dynamodb:PutItem", "dynamodb:UpdateItem"},
     # the endpoint and the delivery, an attempt and the endpoint's state recorded
     "webhook_delivery": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
     # a scheduled run: the task and its run (conditional puts), the run's session and turn (an append)
@@ -501,7 +505,8 @@ EXPECTED_INDEXES = {
     "api": {"by_owner", "by_agent_name"},
     RECONCILER.name: {"running_sessions", "due_schedules"},  # and the armed scheduled tasks (repair)
     "lifecycle_events": {"by_owner"},  # routing: the endpoints of a session's owner
-    "schedule_run": {"by_owner"},  # the owner's sessions and running turns, for their quotas
+    # the owner's sessions and running turns, for their quotas; an OpenAI automation's agent by name
+    "schedule_run": {"by_owner", "by_agent_name"},
 }
 
 

@@ -9,6 +9,10 @@
 * ``mock_llm`` (session scope): ``skyloop.mockllm`` under uvicorn on a free port.
 * ``api``: calls the API function's real entry point with HTTP API v2 events.
 
+Every handler's AWS calls (the API's, and the turn steps' run through moto's
+Lambda) are checked against the function's deployed role (:mod:`skyloop.local.iam`);
+the tests' own setup and assertions call as nobody and are not checked.
+
 moto caveat handled here: moto's DynamoDB backend serves requests without any
 lock, and its ``TransactWriteItems`` deep-copies the table up front and
 *restores that copy* when any condition fails, so a transaction racing another
@@ -34,7 +38,7 @@ import uvicorn
 from moto import mock_aws
 
 from skyloop import deps, sessions
-from skyloop.local import lambda_hook, moto_stepfunctions
+from skyloop.local import iam, lambda_hook, moto_stepfunctions
 from skyloop.local.moto_dynamodb import serialize_requests
 from skyloop.local.resources import LocalResources, bootstrap
 from skyloop.mockllm import MockState, QueuedResponse, create_app
@@ -337,6 +341,7 @@ def aws(request: pytest.FixtureRequest, mock_llm: MockLLM) -> Iterator[Stack]:
         undo_lock = _serialize_dynamodb()
         with mock_aws(config=MOTO_CONFIG):
             lambda_hook.install()
+            iam.install()  # every handler's AWS calls are checked against its deployed role
             undo_heartbeats = moto_stepfunctions.report_heartbeat_timeouts()
             try:
                 _reset_caches()
@@ -349,6 +354,7 @@ def aws(request: pytest.FixtureRequest, mock_llm: MockLLM) -> Iterator[Stack]:
                 yield Stack(resources=resources, table_name=table, mock_llm=mock_llm)
             finally:
                 undo_heartbeats()
+                iam.uninstall()
                 lambda_hook.uninstall()
                 undo_lock()
         _reset_caches()
@@ -487,7 +493,7 @@ class Api:
             "local",
             time.time() + 29,
         )
-        out = self._handler(event, context)
+        out = self._handler(event, context)  # as the api function: its calls are checked against its role
         raw = out.get("body") or ""
         if out.get("isBase64Encoded"):
             raw = base64.b64decode(raw).decode()

@@ -1,11 +1,11 @@
 """The OpenAI Agents API suite against the API handler in Lambda's shape (tokens required).
 
 The real ``openai`` SDK over real HTTP, to a local edge that does what
-CloudFront and API Gateway do: the OpenAI stream paths go to the stream app
-(:mod:`skyloop.stream.openai`), which hands their plain requests to the API
-function through Lambda's Invoke API, and every other request becomes an HTTP
-API payload 2.0 event for the real ``functions/api/handler.py``, run by moto's
-Lambda; turns run on the real state machine (moto's Step Functions). The same
+CloudFront and API Gateway do: a GET of the OpenAI events stream goes to the
+stream app (:mod:`skyloop.stream.openai`), and every other request (a post on
+the same path too, as CloudFront's viewer-request function sends it) becomes an
+HTTP API payload 2.0 event for the real ``functions/api/handler.py``, run by
+moto's Lambda; turns run on the real state machine (moto's Step Functions). The same
 scenarios run against ``skyloop dev`` in ``tests/compat/test_openai_agents.py``.
 """
 
@@ -96,6 +96,10 @@ def test_unsupported_features_are_400_naming_them(target: Target) -> None:
 
 def test_streamed_create_with_tool_handlers(target: Target) -> None:
     scenarios.streamed_create(target)
+
+
+def test_streamed_create_answers_303_to_its_stream(target: Target) -> None:
+    scenarios.streamed_create_answers_303_to_its_stream(target)
 
 
 def test_cancel_while_parked(target: Target) -> None:

@@ -301,7 +301,9 @@ def test_an_mcp_tool_is_listed_once_per_agent_version_and_called_with_its_header
         {"tool_calls": [call("m2", "define", term="nope")]},
         {"text": "again"},
     )
-    secret = f"skyloop/mcp/{uuid.uuid4().hex[:8]}"
+    secret = (
+        f"skyloop/tools/mcp/{uuid.uuid4().hex[:8]}"  # under the tool secrets' prefix, as the stack requires
+    )
     deps.secrets().put(secret, "s3cret")
     glossary = {"type": "mcp", "url": url, "headers": {"X-Glossary-Key": {"secret": secret}}}
     session = agent_session(aws, key, {"glossary": glossary})

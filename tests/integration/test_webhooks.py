@@ -228,6 +228,40 @@ def test_a_stream_batch_becomes_lifecycle_events_on_the_bus_and_one_delivery_per
     assert all(e["source"] == "skyloop" and e["detail"]["data"]["id"] == session.id for e in on_bus)
 
 
+def test_the_publisher_may_mark_a_delivery_queued_and_without_the_grant_aws_refuses_it(
+    aws: Stack, lifecycle: dict[str, str], alice: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """The local stack checks the publisher's calls against its deployed role: with the grant it had
+    before (GetItem, Query, PutItem), marking a delivery queued fails after its message was sent."""
+    from skyloop.local import iam
+
+    mine = endpoint(alice, "http://127.0.0.1:9/a")
+    with principals.acting_as(as_principal(alice)):
+        session = aws.new_session(aws.mock_llm.script({"text": "unused"}))
+    client_tool_turn(aws, session.id)
+    records = stream_records(aws, session.id, created=True)
+    # Given the role as it was: no dynamodb:UpdateItem
+    document = json.loads(iam.POLICIES_PATH.read_text())
+    for statement in document["functions"]["lifecycle_events"]["statements"]:
+        if isinstance(statement["Action"], list) and "dynamodb:UpdateItem" in statement["Action"]:
+            statement["Action"].remove("dynamodb:UpdateItem")
+    planted = tmp_path / "policies.json"
+    planted.write_text(json.dumps(document))
+    monkeypatch.setenv(iam.POLICIES_ENV, str(planted))
+    # When the stream delivers the batch, Then it fails as on AWS (AccessDenied on UpdateItem), after
+    # its first delivery's message was sent: the stream retries the batch and sends it again
+    failed = publish(records)["batchItemFailures"]
+    assert failed
+    assert len(drain(lifecycle["queue"])) >= 1
+    assert not any(d.queued for d in webhook_records().list_deliveries(mine.id, limit=50)[0])
+    # And with the role the stack deploys now, the same batch goes through (each delivery marked queued)
+    monkeypatch.delenv(iam.POLICIES_ENV)
+    assert publish(records) == {"batchItemFailures": []}
+    found, _ = webhook_records().list_deliveries(mine.id, limit=50)
+    assert found
+    assert all(d.queued for d in found)
+
+
 def test_a_batch_retried_after_a_failure_delivers_each_event_once(
     aws: Stack, lifecycle: dict[str, str], monkeypatch: pytest.MonkeyPatch, alice: str
 ) -> None:

@@ -380,6 +380,58 @@ def streamed_create(target: Target) -> None:
     assert result.output_text == f"The tool said: {HANDLER_OUTPUT}"
 
 
+def _sse_frames(text: str) -> list[dict[str, Any]]:
+    return [
+        json.loads(line.removeprefix("data: "))
+        for block in text.split("\n\n")
+        for line in block.splitlines()
+        if line.startswith("data: ")
+    ]
+
+
+def streamed_create_answers_303_to_its_stream(target: Target) -> None:
+    """A create with ``stream: true`` is answered ``303 See Other`` to the session's events stream (the
+    deployment's function URL cannot take a body); the SDK follows it, and so does any HTTP client."""
+    agent_id = scripted_agent(target, TEXT_SCRIPT)
+    headers = {"Authorization": f"Bearer {target.token}"}
+    url = f"{target.base_url}/openai/v1/agents/sessions"
+    body = {"environment": {"type": "none"}, "agent_id": agent_id, "input": "report", "stream": True}
+    with httpx.Client(timeout=30, headers=headers) as http:
+        first = http.post(url, json=body)
+        # Then the session is created and its stream named, with the session in the body
+        assert first.status_code == 303, first.text
+        session_id = first.json()["id"]
+        assert first.headers["location"] == (f"/openai/v1/agents/sessions/{session_id}/events?created=turn")
+        # Following it (a GET) streams the created session, then its first turn to its end
+        followed = http.post(url, json=body, follow_redirects=True)
+        assert followed.status_code == 200
+        assert followed.headers["content-type"].startswith("text/event-stream")
+        frames = _sse_frames(followed.text)
+        assert frames[0]["type"] == "agent.session.created"
+        assert frames[0]["event_id"] == "evt_0_0"
+        (redirect,) = followed.history  # the 303 it followed, to that new session's stream
+        assert frames[0]["session"]["id"] == redirect.json()["id"] != session_id
+        assert frames[-1]["type"] == "agent.session.idle"
+        assert "Report: all quiet." in followed.text
+        # Without input there is no turn: the created event alone
+        quiet = http.post(
+            url,
+            json={
+                "environment": {"type": "self_hosted", "workspace_directory": "/w"},
+                "agent_id": agent_id,
+                "stream": True,
+            },
+        )
+        assert quiet.status_code == 303
+        assert quiet.headers["location"].endswith("?created=session")
+        alone = http.get(f"{target.base_url}{quiet.headers['location']}")
+        assert [f["type"] for f in _sse_frames(alone.text)] == ["agent.session.created"]
+        # A stream asked for with an unknown created= is a 400 naming what it takes
+        bad = http.get(f"{target.base_url}/openai/v1/agents/sessions/{session_id}/events?created=later")
+        assert bad.status_code == 400
+        assert "turn, session" in bad.json()["error"]["message"]
+
+
 def cancel_while_parked(target: Target) -> None:
     client = target.client()
     agent_id = scripted_agent(target, TOOL_SCRIPT)

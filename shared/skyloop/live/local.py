@@ -174,7 +174,8 @@ def _now() -> float:
 
 async def live_endpoint(websocket: WebSocket) -> None:
     """The Starlette WebSocket route of the local gateway."""
-    from skyloop import deps
+    from skyloop import deps, function_identity
 
-    await websocket.accept()
-    await LocalConnection(websocket, deps.store(), deps.get_settings()).run()
+    with function_identity.acting_as("live"):  # the cloud's live function, and its role (tasks inherit it)
+        await websocket.accept()
+        await LocalConnection(websocket, deps.store(), deps.get_settings()).run()

@@ -245,6 +245,7 @@ def start(  # noqa: C901  (the start-up sequence, one step after another)
     from skyloop import deps, manifest, mockllm
     from skyloop.local import (
         aws_shortcut,
+        iam,
         lambda_hook,
         moto_core,
         moto_dynamodb,
@@ -262,6 +263,7 @@ def start(  # noqa: C901  (the start-up sequence, one step after another)
     mock_aws(config=MOTO_CONFIG).start()  # in-process AWS for the whole process, for its lifetime
     moto_core.install()
     moto_core.skip_signing()
+    iam.install()  # the functions' calls are checked against their deployed roles, as AWS would
     moto_dynamodb.install()
     moto_items.install()
     aws_shortcut.install(dispatch_aws)
@@ -412,14 +414,15 @@ def _start_reconciler(interval_s: float) -> None:
     import threading
     import time
 
-    from skyloop import deps
+    from skyloop import deps, function_identity
     from skyloop.turns.reconcile import reconcile
 
     def run() -> None:
         while True:
             time.sleep(interval_s)
             try:
-                reconcile(deps.store(), deps.engine())
+                with function_identity.acting_as("reconcile_turns"):
+                    reconcile(deps.store(), deps.engine())
             except Exception:  # keep going; a failed pass is retried at the next interval
                 logging.getLogger("skyloop.local").exception("reconcile pass failed")
 

@@ -1,8 +1,9 @@
 """A small stand-in for the cloud edge: one port, the stream app, the live channel and the API function.
 
-``/v1/sessions/{id}/stream`` and the OpenAI Agents API paths that carry a
-stream go straight to the stream ASGI app (moto cannot serve function URLs),
-as CloudFront's behaviours send them to the stream function, the WebSocket
+``/v1/sessions/{id}/stream`` and GET of the OpenAI Agents API's events stream
+go straight to the stream ASGI app (moto cannot serve function URLs), as
+CloudFront's behaviours and their viewer-request function send them to the
+stream function (a request with a body goes to the API, as there), the WebSocket
 ``/v1/live`` to the live channel's local endpoint (:mod:`skyloop.live.local`);
 every other request becomes an API Gateway HTTP API
 payload v2 event and is invoked on the API function through moto's Lambda
@@ -19,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from starlette.applications import Starlette
 from starlette.responses import Response
-from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.routing import Mount, Route, WebSocketRoute, request_response
 
+from skyloop import function_identity
 from skyloop.live.local import live_endpoint
-from skyloop.stream.app import healthz, openai_routes, stream_session
+from skyloop.stream.app import STREAM_METHODS, healthz, openai_routes, stream_session
 from skyloop.stream.proxy import http_api_event
 
 if TYPE_CHECKING:
@@ -32,6 +34,19 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
 LIVE_PATH = "/v1/live"  # the live channel's WebSocket (the cloud serves it on API Gateway)
+
+
+class AsFunction:
+    """An endpoint served as one of the stack's functions: its AWS calls are checked against that
+    function's role (:mod:`skyloop.local.iam`) for the whole request, a streamed body included."""
+
+    def __init__(self, function: str, endpoint: Callable[[Request], Any]) -> None:
+        self.function = function
+        self.app = request_response(endpoint)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        with function_identity.acting_as(self.function):
+            await self.app(scope, receive, send)
 
 
 def console_response(request: Request, root: Path) -> Response:
@@ -91,9 +106,11 @@ def create_gateway(
 
     routes: list[Any] = [
         Route("/healthz", healthz),
-        Route("/v1/sessions/{session_id}/stream", stream_session, methods=["GET"]),
+        Route("/v1/sessions/{session_id}/stream", AsFunction("stream", stream_session), methods=["GET"]),
         WebSocketRoute(LIVE_PATH, live_endpoint),
-        *openai_routes(),  # as CloudFront's behaviours: these paths go to the stream function whole
+        # as CloudFront's behaviours: GET (and HEAD) of the OpenAI stream path go to the stream function,
+        # a request with a body to the API (the catch-all below)
+        *(Route(r.path, AsFunction("stream", r.endpoint), methods=STREAM_METHODS) for r in openai_routes()),
     ]
     if mock_app is not None:
         routes.append(Mount("/_mock", app=mock_app))

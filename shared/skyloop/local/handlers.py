@@ -6,13 +6,14 @@ processes); imports nothing of moto, so a worker process stays light.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from skyloop import manifest
+from skyloop import function_identity, manifest
 from skyloop.local import trace
 
 if TYPE_CHECKING:
@@ -61,8 +62,22 @@ def handler_for(function_name: str) -> Callable[[dict[str, Any], Any], Any]:
                 raise ImportError(f"cannot load {spec.handler_file}")
             module = importlib.util.module_from_spec(loader)
             loader.loader.exec_module(module)
-            _handlers[name] = getattr(module, spec.handler.rsplit(".", 1)[1])
+            _handlers[name] = _as_function(name, getattr(module, spec.handler.rsplit(".", 1)[1]))
         return trace.wrap(name, _handlers[name])  # the handler itself unless SKYLOOP_LOCAL_TRACE is set
+
+
+def _as_function(
+    name: str, handler: Callable[[dict[str, Any], Any], Any]
+) -> Callable[[dict[str, Any], Any], Any]:
+    """The handler, run as its function wherever it is called (a Lambda environment, a thread of the
+    stack, a test): its AWS calls are checked against that function's role (:mod:`skyloop.local.iam`)."""
+
+    @functools.wraps(handler)
+    def run(event: dict[str, Any], context: Any) -> Any:
+        with function_identity.acting_as(name):
+            return handler(event, context)
+
+    return run
 
 
 def error_envelope(error_type: str, message: str, trace: list[str] | None = None) -> dict[str, Any]:

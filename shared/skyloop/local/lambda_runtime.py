@@ -85,7 +85,7 @@ class ThreadRuntime:
         lock = self._locks.get(name)
         try:
             event = json.loads(invocation.payload) if invocation.payload else {}
-            handler = handler_for(name)
+            handler = handler_for(name)  # runs as its function (its AWS calls checked against its role)
             if lock is None:
                 result = handler(event, invocation.context)
             else:

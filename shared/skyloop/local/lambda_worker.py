@@ -29,7 +29,8 @@ from botocore.awsrequest import AWSResponse, HeadersDict
 import skyloop.api.app
 import skyloop.harnesses.openai_responses
 import skyloop.turns.steps  # noqa: F401
-from skyloop.local import aws_shortcut, dynamodb_process, moto_core, trace
+from skyloop import function_identity
+from skyloop.local import aws_shortcut, dynamodb_process, iam, moto_core, trace
 from skyloop.local.aws_dispatch import name_process
 from skyloop.local.handlers import LocalContext, error_envelope, handler_for
 from skyloop.local.persistence.dynamodb import DEFER_HEADER, DEFERRED, DEFERRED_SYNC_FUNCTIONS
@@ -55,6 +56,7 @@ def preload() -> None:
     from skyloop.local.handlers import handler_for
 
     trace.install()  # with SKYLOOP_LOCAL_TRACE set: before any client exists (they copy the hooks)
+    iam.install()  # every call an environment makes is checked against its function's role
     aws_session.share_loader()  # any session a handler's library builds shares the clients' parsed models
     botocore.handlers.BUILTIN_HANDLERS.append(("before-send", _forward))
     aws_shortcut.install(_send)
@@ -242,6 +244,7 @@ def main(conn: Connection, function_name: str, environment: dict[str, str]) -> N
     name_process(function_name)
     os.environ.clear()
     os.environ.update(environment)
+    function_identity.set_process(function_name)
     channel = Channel(conn)
     _channel[:] = [channel]
     remote = dynamodb_process.remote_from_env(environment)  # connects on first use, in this process

@@ -58,6 +58,12 @@ class Context:
         return openai_id(self.agent)
 
 
+# A streamed create's events stream (the API's 303 names it; the stream function serves it): the
+# session's events from its creation, to the end of its first turn ("turn") or the created event alone
+CREATED_STREAM_PARAM = "created"
+CREATED_STREAM_UNTIL = ("turn", "session")
+
+
 def event_id(seq: int, k: int) -> str:
     return f"evt_{seq}_{k}"
 

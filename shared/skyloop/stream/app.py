@@ -134,10 +134,11 @@ async def healthz(_: Request) -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
-# OpenAI's Agents API paths that carry a stream, and requests on the same paths that do not (they go
-# on to the API function): CloudFront sends these paths here whole (skyloop.stream.openai).
+# OpenAI's Agents API stream (skyloop.stream.openai), on a path that also takes posts: the edge sends
+# the stream function only the methods without a body (STREAM_METHODS; CloudFront's viewer-request
+# function, and the local gateway, send the rest to the API). Any other that arrives is handed on.
 OPENAI_EVENTS_PATH = "/openai/v1/agents/sessions/{session_id}/events"
-OPENAI_SESSIONS_PATH = "/openai/v1/agents/sessions"
+STREAM_METHODS = ("GET", "HEAD", "OPTIONS")
 PROXY_METHODS = ["GET", "POST", "DELETE", "PATCH", "PUT"]
 
 
@@ -147,15 +148,7 @@ def openai_routes() -> list[Route]:
 
         return await openai.events(request)
 
-    async def sessions(request: Request) -> Any:
-        from skyloop.stream import openai
-
-        return await openai.sessions(request)
-
-    return [
-        Route(OPENAI_EVENTS_PATH, events, methods=PROXY_METHODS),
-        Route(OPENAI_SESSIONS_PATH, sessions, methods=PROXY_METHODS),
-    ]
+    return [Route(OPENAI_EVENTS_PATH, events, methods=PROXY_METHODS)]
 
 
 def create_app() -> Starlette:

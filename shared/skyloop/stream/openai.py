@@ -7,8 +7,10 @@ the event's ``event_id``; ``Last-Event-ID`` (or ``?after=``) resumes after
 any of them with no gap and no repeat, and ``Last-Event-ID: 0`` replays the
 retained log. Without one the stream is a live tail from now. Keep-alives are
 SSE comments (the SDK ignores them; a ``data:`` frame of another type would
-not parse). Requests on these paths that are not streams go to the API
-function (:mod:`skyloop.stream.proxy`).
+not parse). A create with ``stream: true`` is the API's, which answers 303 to
+this stream with ``?created=`` (:func:`events`). Requests on this path that are
+not streams go to the API (CloudFront sends them there; a stray one is handed
+on by :mod:`skyloop.stream.proxy`).
 """
 
 from __future__ import annotations
@@ -95,18 +97,29 @@ async def _context(store: Store, session: Session) -> Context:
 
 
 async def events(request: Request) -> Response:
-    """``/openai/v1/agents/sessions/{id}/events``: GET streams, anything else is the API's."""
+    """``/openai/v1/agents/sessions/{id}/events``: GET streams, anything else is the API's.
+
+    With ``?created=turn|session`` (where the API's ``303`` sends a create with ``stream: true``)
+    it is that create's stream: ``agent.session.created`` (``evt_0_0``), then the session's events
+    from the start to the end of its first turn, or nothing more without one.
+    """
     if request.method != "GET":
         return await proxied(request)
     from skyloop import deps
+    from skyloop.openai_compat.translate import CREATED_STREAM_PARAM, CREATED_STREAM_UNTIL
     from skyloop.settings import get_settings
 
     session_id = request.path_params["session_id"]
+    created = request.query_params.get(CREATED_STREAM_PARAM)
     try:
         settings = get_settings()
         store = deps.store()
         principal = await _principal(request, settings, store)
         cursor = parse_cursor(request.headers.get("last-event-id") or request.query_params.get("after"))
+        if created is not None and created not in CREATED_STREAM_UNTIL:
+            raise InvalidInputError(
+                f"{CREATED_STREAM_PARAM} must be one of {', '.join(CREATED_STREAM_UNTIL)}, got {created!r}"
+            )
         if not is_hex32(session_id):
             raise NotFoundError(f"Session not found: '{session_id}'")
         session = await anyio.to_thread.run_sync(store.get_session, session_id)
@@ -115,18 +128,32 @@ async def events(request: Request) -> Response:
         ctx = await _context(store, session)
     except SkyloopError as exc:
         return error_json(exc)
+    first: list[dict[str, Any]] = []
+    if cursor is None and created is not None:  # a create's stream: from the session's first event
+        cursor = (0, 10**6)
+        first = [await _created_event(store, ctx)]
     if cursor is None:
         start, skip = session.last_seq, -1
     else:
         start, skip = (cursor[0], 10**6) if cursor[1] >= 10**6 else (cursor[0] - 1, cursor[1])
         start = max(start, 0)
     seq_of_skip = cursor[0] if cursor is not None else -1
-    tail = feed.registry().cursor(store, settings, session_id, start, session.status == "running")
-    return StreamingResponse(
-        _frames(tail, settings, store, ctx, skip=(seq_of_skip, skip)),
-        media_type="text/event-stream",
-        headers=SSE_HEADERS,
+    running = session.status == "running" or created is not None
+    tail = feed.registry().cursor(store, settings, session_id, start, running)
+    frames = _frames(
+        tail, settings, store, ctx, skip=(seq_of_skip, skip), first=first, until_turn_end=created == "turn"
     )
+    if created == "session":
+        frames = _only_first(frames, len(first))
+    return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+async def _created_event(store: Store, ctx: Context) -> dict[str, Any]:
+    """``agent.session.created`` with the session object as retrieving it answers now."""
+    from skyloop.openai_compat import views
+
+    session = await anyio.to_thread.run_sync(views.read_session, store, ctx.session, ctx.agent)
+    return {"type": "agent.session.created", "session": session, "event_id": "evt_0_0"}
 
 
 class _Translator:
@@ -198,43 +225,6 @@ async def _frames(
             await cursor.wait(max(wait, 0.001))
     finally:
         cursor.close()
-
-
-async def sessions(request: Request) -> Response:
-    """``/openai/v1/agents/sessions``: a create with ``stream: true`` streams, anything else is the API's."""
-    if request.method != "POST":
-        return await proxied(request)
-    raw = await request.body()
-    try:
-        body = json.loads(raw) if raw.strip() else None
-    except ValueError:
-        body = None
-    if not isinstance(body, dict) or body.get("stream") is not True:
-        return await proxied(request, raw)
-    create = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
-    out = await anyio.to_thread.run_sync(
-        proxy.invoke_api, proxy.viewer_event(request, json.dumps(create).encode())
-    )
-    status, headers, data = proxy.response_parts(out)
-    if status != 200:
-        return Response(
-            data,
-            status_code=status,
-            headers={k: v for k, v in headers.items() if k.lower() != "content-length"},
-        )
-    created = json.loads(data)
-    from skyloop import deps
-    from skyloop.settings import get_settings
-
-    settings, store = get_settings(), deps.store()
-    session = await anyio.to_thread.run_sync(store.get_session, created["id"])
-    ctx = await _context(store, session)
-    first = [{"type": "agent.session.created", "session": created, "event_id": "evt_0_0"}]
-    tail = feed.registry().cursor(store, settings, session.id, 0, True)
-    frames = _frames(tail, settings, store, ctx, first=first, until_turn_end=body.get("input") is not None)
-    if body.get("input") is None:
-        frames = _only_first(frames, len(first))
-    return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
 async def _only_first(frames: AsyncIterator[str], n: int) -> AsyncIterator[str]:

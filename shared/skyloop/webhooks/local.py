@@ -30,6 +30,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from skyloop import function_identity
 from skyloop.store import notifier
 
 if TYPE_CHECKING:
@@ -76,6 +77,10 @@ class LocalDispatcher:
         timer.start()
 
     def _run(self, group: str, job: tuple[str, str]) -> None:
+        with function_identity.acting_as("webhook_delivery"):  # the cloud's delivery function, and its role
+            self._attempt(group, job)
+
+    def _attempt(self, group: str, job: tuple[str, str]) -> None:
         from skyloop.webhooks import delivery as attempts
 
         endpoint_id, event_id = job
@@ -171,6 +176,10 @@ class LocalPublisher:
             self._cond.notify()
 
     def _loop(self) -> None:
+        with function_identity.acting_as("lifecycle_events"):  # the cloud's publisher function, and its role
+            self._follow()
+
+    def _follow(self) -> None:
         while True:
             with self._cond:
                 while not self._dirty and not self._redeliveries and not self._stopped:

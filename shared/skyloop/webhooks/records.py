@@ -186,13 +186,21 @@ class WebhookRecords(TableBase):
         return self._put_new({k: v for k, v in item.items() if v is not None})
 
     def mark_queued(self, delivery: Delivery) -> None:
-        """The delivery's message was sent: a publisher deriving the event again leaves it alone."""
-        self.client.update_item(
-            TableName=self.table,
-            Key=codec.to_item(keys.delivery_key(delivery.endpoint_id, delivery.id)),
-            UpdateExpression="SET queued = :t",
-            ExpressionAttributeValues={":t": codec.attr(True)},
-        )
+        """The delivery's message was sent: a publisher deriving the event again leaves it alone.
+
+        Conditional on the row: a delivery removed meanwhile (its endpoint deleted) is not
+        brought back as a row holding only ``queued``.
+        """
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=codec.to_item(keys.delivery_key(delivery.endpoint_id, delivery.id)),
+                UpdateExpression="SET queued = :t",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues={":t": codec.attr(True)},
+            )
+        except self.client.exceptions.ConditionalCheckFailedException:
+            return
 
     def get_delivery(self, endpoint_id: str, event_id: str) -> Delivery | None:
         attrs = self._get(keys.delivery_key(endpoint_id, event_id))

@@ -1,9 +1,12 @@
 """``/openai/v1/agents...``: OpenAI's Agents API (``client.beta.agents``), thin over :mod:`skyloop.openai_compat`.
 
-The SSE stream (``GET .../agents/sessions/{id}/events``) and a streamed create
-(``POST .../agents/sessions`` with ``stream: true``) are the stream function's
-(:mod:`skyloop.stream.openai`); everything else is here. Errors under this
-prefix are OpenAI's shape (``skyloop.api.app``).
+The SSE stream (``GET .../agents/sessions/{id}/events``) is the stream
+function's (:mod:`skyloop.stream.openai`); everything else is here. A create
+with ``stream: true`` creates the session here and answers ``303 See Other``
+to its events stream from the start (``?created=turn|session``), which the
+SDKs follow with a GET: the stream function behind CloudFront's Origin Access
+Control cannot take a request body (docs/deploy.md, "Routing"). Errors under
+this prefix are OpenAI's shape (``skyloop.api.app``).
 """
 
 from __future__ import annotations
@@ -107,14 +110,27 @@ def delete_agent(agent_id: str) -> Response:
     router,
     "POST",
     P + "/sessions",
-    summary="OpenAI Agents API: create a session (stream: true is the stream function's)",
+    summary="OpenAI Agents API: create a session (stream: true answers 303 to its events stream)",
     status=200,
 )
 def create_session() -> Response:
     from skyloop.openai_compat.requests import SessionCreate
 
     body, key = _body(SessionCreate, "session")
-    return json_response(200, _service().create_session(body, key))
+    if not body.stream:
+        return json_response(200, _service().create_session(body, key))
+    created = _service().create_session(body.model_copy(update={"stream": None, "stream_options": None}), key)
+    return json_response(
+        303, created, headers={"Location": _created_stream(created["id"], body.input is not None)}
+    )
+
+
+def _created_stream(session_id: str, with_turn: bool) -> str:
+    """Where a streamed create's events are: the session's events stream from its creation, to the
+    end of its first turn (``turn``) or of the created event alone (``session``: no input, no turn)."""
+    from skyloop.openai_compat.translate import CREATED_STREAM_PARAM
+
+    return f"{P}/sessions/{session_id}/events?{CREATED_STREAM_PARAM}={'turn' if with_turn else 'session'}"
 
 
 @openapi.operation(router, "GET", P + "/sessions", summary="OpenAI Agents API: list sessions", status=200)
