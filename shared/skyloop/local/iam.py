@@ -77,7 +77,10 @@ SERVICE_PREFIX = {
 }
 # Settings whose defaults the local stack runs with when its environment does not set them
 ENV_DEFAULTS = {"SKYLOOP_SECRETS_PREFIX": "skyloop/agents", "SKYLOOP_TOOL_SECRETS_PREFIX": "skyloop/tools"}
-SECRET_SUFFIX = "-AbCdEf"  # Secrets Manager appends "-" and 6 characters to every secret's ARN
+SECRET_SUFFIX = "-AbCdEf"
+DECISIONS_KEPT = (
+    4096  # remembered per policy  # Secrets Manager appends "-" and 6 characters to every secret's ARN
+)
 
 
 class Unresolved(LookupError):
@@ -370,12 +373,21 @@ class Policy:
         self.function = function
         self.role = role
         self.statements = statements
+        self._decided: dict[tuple[str, str, tuple[tuple[str, str], ...]], bool] = {}
 
     def allows(self, request: Request) -> bool:
-        matching = [s for s in self.statements if s.matches(request)]
-        if any(s.effect == "Deny" for s in matching):
-            return False
-        return any(s.effect == "Allow" for s in matching)
+        """IAM's decision, remembered per request (a turn asks the same few dozen again and again)."""
+        key = (request.action, request.resource, tuple(sorted(request.context.items())))
+        decided = self._decided.get(key)
+        if decided is None:
+            matching = [s for s in self.statements if s.matches(request)]
+            decided = not any(s.effect == "Deny" for s in matching) and any(
+                s.effect == "Allow" for s in matching
+            )
+            if len(self._decided) >= DECISIONS_KEPT:  # object keys are unbounded: start over
+                self._decided.clear()
+            self._decided[key] = decided
+        return decided
 
 
 _policy_lock = threading.Lock()
@@ -405,8 +417,7 @@ def policy_for(function: str, region: str, *, document: dict[str, Any] | None = 
     entry = doc["functions"].get(function)
     if entry is None:
         return None
-    variables = _variable_names(doc)
-    key = (id(doc), function, region, _account(), tuple(os.environ.get(v) for v in variables))
+    key = (id(doc), function, region, _environment_key(doc))
     policy = _compiled.get(key)
     if policy is not None:
         return policy
@@ -420,13 +431,28 @@ def policy_for(function: str, region: str, *, document: dict[str, Any] | None = 
 
 
 _names: dict[int, tuple[str, ...]] = {}
+_ENVIRON_DATA = getattr(os.environ, "_data", None)  # CPython's os.environ keeps its values here, encoded
 
 
 def _variable_names(doc: dict[str, Any]) -> tuple[str, ...]:
     names = _names.get(id(doc))
     if names is None:
-        names = _names[id(doc)] = (*sorted(_variables(doc, set())), *sorted(ENV_DEFAULTS))
+        names = _names[id(doc)] = (*sorted(_variables(doc, set())), *sorted(ENV_DEFAULTS), "MOTO_ACCOUNT_ID")
     return names
+
+
+@functools.cache
+def _encoded(names: tuple[str, ...]) -> tuple[Any, ...]:
+    return tuple(os.environ.encodekey(n) for n in names)
+
+
+def _environment_key(doc: dict[str, Any]) -> tuple[Any, ...]:
+    """The values a document resolves through, as they are now: read from ``os.environ``'s own dict
+    where CPython keeps one (every call is checked: seventeen ``os.environ.get`` were most of a check)."""
+    names = _variable_names(doc)
+    if isinstance(_ENVIRON_DATA, dict):
+        return tuple(map(_ENVIRON_DATA.get, _encoded(names)))
+    return tuple(os.environ.get(n) for n in names)
 
 
 def forget() -> None:
