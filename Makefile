@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8080
 
-.PHONY: iam-policies constraints run test node-tools console console-check chromium browser lint typecheck unit integration e2e infra format bench clean synth layer lock
+.PHONY: iam-policies bubblewrap constraints run test node-tools console console-check chromium browser lint typecheck unit integration e2e infra format bench clean synth layer lock
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -46,14 +46,18 @@ console-check: $(CONSOLE_DEPS)
 chromium:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
 
+# Hosted tools run in bubblewrap on the local stack (skyloop.environments.local): installed when missing.
+bubblewrap:
+	@command -v bwrap >/dev/null 2>&1 || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap)
+
 ## run: the local stack on http://127.0.0.1:$(PORT) with the example agent `coder` and the web console at /
-run: $(VENV)/.local-installed $(CONSOLE_DIST)
+run: $(VENV)/.local-installed $(CONSOLE_DIST) bubblewrap
 	$(VENV)/bin/skyloop dev --port $(PORT)
 
 COVERAGE := --cov=skyloop.turns --cov=skyloop.store --cov-report=term:skip-covered
 
 ## test: lint and types, then the whole suite (unit, integration on moto, e2e over real HTTP/SSE, infra)
-test: lint typecheck $(NODE_TOOLS) console-check $(CONSOLE_DIST) chromium
+test: lint typecheck $(NODE_TOOLS) console-check $(CONSOLE_DIST) chromium bubblewrap
 	$(PY) -m pytest $(COVERAGE)
 
 ## lint: ruff rules and formatting

@@ -70,6 +70,13 @@ def _parser() -> argparse.ArgumentParser:
     dev.add_argument(
         "--reset", action="store_true", help="delete everything in the data directory first, then start empty"
     )
+    dev.add_argument(
+        "--hosted-unisolated",
+        action="store_true",
+        default=os.environ.get("SKYLOOP_HOSTED_ISOLATION") == "none",
+        help="run hosted tools' commands as plain processes when bubblewrap is not available (they can then "
+        "reach anything your user can); without it such a stack refuses hosted tools",
+    )
     mock = sub.add_parser("mock-llm", help="serve the scripted OpenAI-compatible mock model")
     mock.add_argument("--host", default="127.0.0.1")
     mock.add_argument("--port", type=int, default=8089)
@@ -359,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
             lambda_tools=args.lambda_tools,
             data_dir=None if args.ephemeral else args.data_dir,
             reset=args.reset,
+            hosted_unisolated=args.hosted_unisolated,
         )
     elif args.command == "mock-llm":
         from skyloop.mockllm import serve as serve_mock

@@ -17,6 +17,7 @@ SESSION_INTERRUPTED = "session.interrupted"
 RESPONSE_IN_PROGRESS = "response.in_progress"
 RESPONSE_TEXT_DELTA = "response.output_text.delta"
 RESPONSE_RETRY = "response.retry"  # a model call is being attempted again; text restarts
+RESPONSE_OUTPUT_DELTA = "response.function_call_output.delta"
 RESPONSE_ITEM_DONE = "response.output_item.done"
 RESPONSE_COMPLETED = "response.completed"
 RESPONSE_FAILED = "response.failed"
@@ -138,8 +139,10 @@ def function_call_item(
     }
 
 
-def function_call_output_item(*, item_id: str, call_id: str, output: str, response_id: str) -> dict[str, Any]:
-    return {
+def function_call_output_item(
+    *, item_id: str, call_id: str, output: str, response_id: str, details: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    item: dict[str, Any] = {
         "id": item_id,
         "type": "function_call_output",
         "call_id": call_id,
@@ -147,6 +150,14 @@ def function_call_output_item(*, item_id: str, call_id: str, output: str, respon
         "status": "completed",
         "response_id": response_id,
     }
+    if details:  # a hosted call's: kind, exit_code, duration_ms, and the full output's file when cut
+        item["details"] = details
+    return item
+
+
+def function_call_output_delta(call_id: str, delta: str) -> dict[str, Any]:
+    """Output of a running server call (a hosted command), as it comes (omnigent's event)."""
+    return {"call_id": call_id, "delta": delta}
 
 
 def assistant_message_item(

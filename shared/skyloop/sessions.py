@@ -8,6 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from skyloop import principals
+from skyloop.environments.spec import environment_of
 from skyloop.errors import ConflictError, InvalidInputError, NotFoundError, SecretNotAllowedError
 from skyloop.ids import is_hex32, new_id
 from skyloop.models.agent import Agent, AgentSpec
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from skyloop.api.requests import SessionListQuery
+    from skyloop.environments.spec import HostedEnvironment
     from skyloop.secrets import SecretStore
     from skyloop.store import Store
     from skyloop.tools.declared import DeclaredTools
@@ -132,6 +134,27 @@ def check_outbound(spec: AgentSpec, declared: DeclaredTools) -> None:
         check_url(server.url, settings, what=f"tools.{name}.url")
     if settings.tool_secrets_prefix:
         check_tool_secrets(declared, settings.tool_secrets_prefix)
+    if spec.environment is not None:
+        check_environment_secrets(spec.environment)
+
+
+def check_environment_secrets(environment: HostedEnvironment) -> None:
+    """A hosted environment's secrets follow the MCP header secrets' rule: the caller's own folder."""
+    from skyloop.settings import get_settings
+
+    prefix = get_settings().tool_secrets_prefix
+    if not prefix:
+        return
+    me = principals.current()
+    mine = f"{prefix.rstrip('/')}/" if me.is_admin else f"{prefix.rstrip('/')}/{me.name}/"
+    for name, value in environment.env.items():
+        secret = getattr(value, "secret", None)
+        if secret is not None and (not secret.startswith(mine) or (not me.is_admin and "/" in me.name)):
+            raise SecretNotAllowedError(
+                f"environment.env.{name}: secret {secret!r} must be named under {mine!r}"
+                " (this deployment reads environment secrets only there)",
+                param=f"environment.env.{name}",
+            )
 
 
 def check_tool_secrets(declared: DeclaredTools, prefix: str) -> None:
@@ -247,12 +270,17 @@ def create_session(
     items: Sequence[ConversationItem] = (),
     parent_session_id: str | None = None,
     session_id: str | None = None,
+    environment: HostedEnvironment | None = None,
 ) -> Session:
     """A new idle session of the caller's; ``items`` are its history (an import's or a fork's).
+    ``environment`` replaces the agent's hosted environment for this session (its secrets checked as
+    an agent's are).
 
     ``session_id``: an id of the caller's choosing (a scheduled run derives its session's from the
     run, so a retried start opens the same one); a taken id is a ConflictError.
     """
+    if environment is not None:
+        check_environment_secrets(environment)
     now = int(time.time())
     session = Session(
         id=session_id or new_id(),
@@ -268,6 +296,7 @@ def create_session(
         reasoning_effort=reasoning_effort or None,
         model_override=model_override or None,
         parent_session_id=parent_session_id,
+        environment=environment,
     )
     store.create_session(session, items)
     return store.get_session(session.id) if items else session
@@ -318,7 +347,7 @@ def fork_session(
         )
         for i in items[:end]
     ]
-    return create_session(
+    fork = create_session(
         store,
         agent,
         runners,
@@ -329,7 +358,13 @@ def fork_session(
         model_override=source.model_override,
         items=copies,
         parent_session_id=source.id,
+        environment=source.environment,
     )
+    if environment_of(agent.spec, source.environment) is not None:  # the workspace goes with the fork
+        from skyloop.environments import service
+
+        service.copy(source.id, fork.id)
+    return fork
 
 
 def _end_of(items: list[ConversationItem], response_id: str) -> int:

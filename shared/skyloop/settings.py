@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -72,6 +73,21 @@ class Settings(BaseModel):
     session_files_max_bytes: int = Field(
         default=64 * 1024 * 1024, ge=1, alias="SKYLOOP_SESSION_FILES_MAX_BYTES"
     )
+    # Hosted environments (skyloop.environments): where sessions' workspaces live and their commands run
+    # ("local": directories under workspaces_dir, commands in bubblewrap, as skyloop dev runs them;
+    # "agentcore": an AgentCore Code Interpreter session per skyloop session, snapshotted to the blob
+    # bucket), the data directory a local sandbox hides, a workspace's size cap, the interpreter, and how
+    # long an idle interpreter session is kept before AgentCore stops it (its files come back from the
+    # snapshot).
+    hosted_engine: Literal["local", "agentcore"] = Field(default="local", alias="SKYLOOP_HOSTED_ENGINE")
+    workspaces_dir: str | None = Field(default=None, min_length=1, alias="SKYLOOP_WORKSPACES_DIR")
+    data_dir: str | None = Field(default=None, min_length=1, alias="SKYLOOP_DATA_DIR")
+    workspace_max_bytes: int = Field(default=1024**3, ge=1, alias="SKYLOOP_WORKSPACE_MAX_BYTES")
+    code_interpreter_id: str | None = Field(default=None, min_length=1, alias="SKYLOOP_CODE_INTERPRETER_ID")
+    code_interpreter_public_id: str | None = Field(
+        default=None, min_length=1, alias="SKYLOOP_CODE_INTERPRETER_PUBLIC_ID"
+    )
+    hosted_idle_s: int = Field(default=900, ge=60, le=28800, alias="SKYLOOP_HOSTED_IDLE_S")
     # Outbound URLs (model base_url, MCP servers; skyloop.outbound): hosts or CIDRs allowed even when
     # private, comma-separated; the local stack sets allow_loopback.
     outbound_allow: str = Field(default="", alias="SKYLOOP_OUTBOUND_ALLOW")

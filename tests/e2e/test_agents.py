@@ -246,7 +246,7 @@ executor:
     type: api_key
     api_key: {secret}
     base_url: http://127.0.0.1:9/v1
-custom_key:
+params:  # omnigent keys ride along
   kept: [1, 2]
 """
 

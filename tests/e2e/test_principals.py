@@ -216,6 +216,8 @@ CROSS_CASES: dict[tuple[str, str], dict[str, Any] | None] = {
     ("GET", "/v1/sessions/{session_id}/resources/files/{file_id}"): None,
     ("GET", "/v1/sessions/{session_id}/resources/files/{file_id}/content"): None,
     ("DELETE", "/v1/sessions/{session_id}/resources/files/{file_id}"): None,
+    ("GET", "/v1/sessions/{session_id}/workspace"): None,
+    ("GET", "/v1/sessions/{session_id}/workspace/content"): None,
     ("GET", "/v1/scheduled-tasks/{task_id}"): None,
     ("PATCH", "/v1/scheduled-tasks/{task_id}"): {"name": "bob's now", "state": "paused"},
     ("DELETE", "/v1/scheduled-tasks/{task_id}"): None,

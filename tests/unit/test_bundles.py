@@ -97,19 +97,26 @@ def test_yml_suffix_and_plain_tar_accepted() -> None:
     assert load_agent_bundle(plain).name == "plain"
 
 
-def test_profile_empty_string_and_extra_keys_kept() -> None:
-    text = 'name: x\nexecutor: {model: m, profile: "", temperature: 0.2, top_k: 3}\ncustom: {a: [1, 2]}\n'
+def test_profile_empty_string_and_omnigent_keys_kept() -> None:
+    text = 'name: x\nexecutor: {model: m, profile: "", temperature: 0.2, top_k: 3}\nparams: {a: [1, 2]}\n'
     spec = load_agent_bundle(_yaml_bundle(text))
     assert spec.executor.profile == ""
     assert spec.executor.temperature == 0.2
     assert spec.executor.model_extra == {"top_k": 3}
-    assert spec.model_extra == {"custom": {"a": [1, 2]}}
+    assert spec.model_extra == {"params": {"a": [1, 2]}}
+
+
+def test_an_unknown_top_level_key_is_refused_naming_it() -> None:
+    text = "name: x\nexecutor: {model: m}\nenvironmnet: {type: hosted}\n"
+    with pytest.raises(InvalidInputError, match=r"unknown key 'environmnet'") as caught:
+        load_agent_bundle(_yaml_bundle(text))
+    assert caught.value.param == "environmnet"
 
 
 def test_dates_and_scalar_keys_become_json_compatible() -> None:
-    text = "name: x\nexecutor: {model: m}\ncreated: 2024-01-02\nports: {8080: web, true: yes}\n"
+    text = "name: x\nexecutor: {model: m}\nparams: {created: 2024-01-02, ports: {8080: web, true: yes}}\n"
     spec = load_agent_bundle(_yaml_bundle(text))
-    assert spec.model_extra == {"created": "2024-01-02", "ports": {"8080": "web", "true": True}}
+    assert spec.model_extra == {"params": {"created": "2024-01-02", "ports": {"8080": "web", "true": True}}}
 
 
 def test_directory_bundle_config_at_root() -> None:
@@ -436,9 +443,11 @@ def test_validation_error_lists_field_paths() -> None:
 
 
 def test_load_agent_spec_dict() -> None:
-    spec = load_agent_spec_dict({"name": "json-agent", "executor": {"model": "m"}, "x": 1})
+    spec = load_agent_spec_dict({"name": "json-agent", "executor": {"model": "m"}, "policies": [1]})
     assert spec.name == "json-agent"
-    assert spec.model_extra == {"x": 1}
+    assert spec.model_extra == {"policies": [1]}
+    with pytest.raises(InvalidInputError, match=r"^invalid agent spec: unknown key 'x'"):
+        load_agent_spec_dict({"name": "json-agent", "executor": {"model": "m"}, "x": 1})
     with pytest.raises(InvalidInputError, match=r"^invalid agent spec: missing required field 'name'$"):
         load_agent_spec_dict({"executor": {"model": "m"}})
     with pytest.raises(InvalidInputError, match=r"^invalid agent spec: the top level must be a mapping"):

@@ -185,11 +185,11 @@ def test_max_yaml_bytes(over: int) -> None:
 @AT_AND_OVER
 def test_max_yaml_aliases(over: int) -> None:
     refs = ", ".join(["*v"] * (limits.MAX_YAML_ALIASES + over))
-    text = f"{SPEC}v: &v 1\nmany: [{refs}]\n"
+    text = f"{SPEC}labels: &v 1\nparams: [{refs}]\n"  # keys omnigent specs have
     with _ok_or_raises(over, InvalidInputError, "uses too many aliases"):
         spec = load_agent_bundle(build_bundle({"agent.yaml": text}))
         assert spec.model_extra is not None
-        assert len(spec.model_extra["many"]) == limits.MAX_YAML_ALIASES
+        assert len(spec.model_extra["params"]) == limits.MAX_YAML_ALIASES
 
 
 # The real node limit takes about a second to reach (that is its point), so
@@ -203,7 +203,7 @@ _SPEC_NODES = 7
 def test_max_yaml_nodes_while_composing(over: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(limits, "MAX_YAML_NODES", _NODES)
     items = _NODES + over - _SPEC_NODES - 2  # the 'items' key and its sequence are 2 more
-    text = SPEC + "items: [" + ", ".join(["1"] * items) + "]\n"
+    text = SPEC + "params: [" + ", ".join(["1"] * items) + "]\n"
     with _ok_or_raises(over, InvalidInputError, rf"has too many nodes \(more than {_NODES}\)"):
         assert load_agent_bundle(build_bundle({"agent.yaml": text})).name == "x"
 
@@ -216,7 +216,7 @@ def test_max_yaml_nodes_once_expanded(over: int, monkeypatch: pytest.MonkeyPatch
     fixed = _SPEC_NODES + 4 + 2
     aliases, pads = divmod(_NODES - fixed, 3)
     items = ["*v"] * aliases + ["0"] * (pads + over)
-    text = f"{SPEC}v: &v [1, 2]\nr: [{', '.join(items)}]\n"
+    text = f"{SPEC}labels: &v [1, 2]\nparams: [{', '.join(items)}]\n"
     assert fixed + 3 * aliases + pads + over == _NODES + over
     with _ok_or_raises(over, InvalidInputError, rf"expands to too many nodes \(more than {_NODES}\)"):
         assert load_agent_bundle(build_bundle({"agent.yaml": text})).name == "x"
@@ -225,7 +225,7 @@ def test_max_yaml_nodes_once_expanded(over: int, monkeypatch: pytest.MonkeyPatch
 @AT_AND_OVER
 def test_max_yaml_depth_while_composing(over: int) -> None:
     lists = limits.MAX_YAML_DEPTH + over - 1  # the root mapping is the first level
-    text = SPEC + "deep: " + "[" * lists + "]" * lists + "\n"
+    text = SPEC + "params: " + "[" * lists + "]" * lists + "\n"
     with _ok_or_raises(over, InvalidInputError, rf"nests deeper than {limits.MAX_YAML_DEPTH} levels$"):
         assert load_agent_bundle(build_bundle({"agent.yaml": text})).name == "x"
 
@@ -235,7 +235,7 @@ def test_max_yaml_depth_once_expanded(over: int) -> None:
     # Neither branch nests deeply as written; 'b' does once '*a' is expanded into it.
     inner = limits.MAX_YAML_DEPTH // 2
     outer = limits.MAX_YAML_DEPTH + over - 1 - inner
-    text = f"{SPEC}a: &a {'[' * inner}{']' * inner}\nb: {'[' * outer}*a{']' * outer}\n"
+    text = f"{SPEC}labels: &a {'[' * inner}{']' * inner}\nparams: {'[' * outer}*a{']' * outer}\n"
     with _ok_or_raises(over, InvalidInputError, "nests deeper than .* once aliases are expanded"):
         assert load_agent_bundle(build_bundle({"agent.yaml": text})).name == "x"
 

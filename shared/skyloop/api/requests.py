@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal, cast
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from skyloop.api.body import format_validation_error, parse_model
+from skyloop.environments.spec import HostedEnvironment  # noqa: TC001  (pydantic needs it)
 from skyloop.errors import InvalidInputError, PayloadTooLargeError
 from skyloop.models.agent import AgentSpec
 from skyloop.models.session import ClientTool, ItemType
@@ -101,6 +102,8 @@ class CreateSessionRequest(BaseModel):
     reasoning_effort: str | None = None
     model_override: str | None = None
     initial_items: list[InitialItem] = Field(default_factory=list, max_length=MAX_IMPORT_ITEMS)
+    # skyloop's: the session's hosted environment, replacing its agent's (skyloop.environments)
+    environment: HostedEnvironment | None = None
     host_type: Literal["external", "managed"] = "external"
     git: dict[str, Any] | None = None
     harness_override: str | None = None
@@ -563,3 +566,19 @@ class FileUploadQuery(BaseModel):
 class ItemListQuery(ListQuery):
     limit: int = Field(default=100, ge=1, le=1000)
     order: Literal["asc", "desc"] = "asc"
+
+
+class WorkspaceListQuery(BaseModel):
+    """``GET /v1/sessions/{id}/workspace``: the files under ``path`` (default: the whole workspace)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(default="/workspace", min_length=1, max_length=4096)
+
+
+class WorkspaceFileQuery(BaseModel):
+    """``GET /v1/sessions/{id}/workspace/content``: one file of the workspace, by its path."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(min_length=1, max_length=4096)

@@ -15,7 +15,7 @@ from skyloop.bundles._messages import BUNDLE_PREFIX, SPEC_PREFIX, format_validat
 from skyloop.bundles.archive import BundleScan, scan_bundle
 from skyloop.bundles.yaml_safety import load_yaml
 from skyloop.errors import InvalidInputError, PayloadTooLargeError
-from skyloop.models.agent import AgentSpec
+from skyloop.models.agent import SPEC_KEYS, AgentSpec, unknown_keys
 
 __all__ = ["load_agent_bundle", "load_agent_spec_dict"]
 
@@ -80,6 +80,13 @@ def _validate_spec(raw: object, prefix: str, where: str) -> AgentSpec:
         raise InvalidInputError(f"{prefix}the top level must be a mapping, got {kind(raw)}{where}")
     if raw.get("name") in (None, ""):
         raise InvalidInputError(f"{prefix}missing required field 'name'{where}")
+    unknown = unknown_keys(raw)
+    if unknown:
+        raise InvalidInputError(
+            f"{prefix}unknown key {unknown[0]!r}{where} (an agent spec has: {', '.join(sorted(SPEC_KEYS - {'openai'}))}; "
+            "omnigent's config keys are kept as given)",
+            param=unknown[0],
+        )
     try:
         return AgentSpec.model_validate(raw)
     except ValidationError as exc:

@@ -46,6 +46,15 @@ EXAMPLE_PROMPT = (
     "You are a careful coding assistant. The user's machine runs your tools: use Glob, Grep and Read to "
     "look at files before answering, Edit or Write to change them, and Bash to run commands. Keep answers short."
 )
+# The example agent whose tools run in the session's hosted environment (skyloop.environments): no
+# client needed, so a console message, a schedule or a webhook-started turn runs to its end.
+HOSTED_AGENT = "workbench"
+HOSTED_PROMPT = (
+    "You are a careful coding assistant with a sandboxed workspace of your own at /workspace (no network). "
+    "Use Glob, Grep and Read to look at files before answering, Write or Edit to change them, and Bash to run "
+    "commands there; nobody needs to be connected. Keep answers short."
+)
+HOSTED_TOOLS = {name: {"type": "hosted"} for name in ("Bash", "Read", "Write", "Edit", "Glob", "Grep")}
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -154,6 +163,39 @@ def default_executor(env: Mapping[str, str], url: str) -> dict[str, Any]:
     return executor
 
 
+def configure_workspaces(data_path: str | None, *, reset: bool) -> list[Any]:
+    """Where sessions' hosted workspaces live: ``<data dir>/workspaces`` (kept), or a temporary directory
+    removed at stop (``--ephemeral``). Set before any Lambda environment starts: they inherit it."""
+    import shutil
+    import tempfile
+
+    if data_path is not None:
+        root = Path(data_path) / "workspaces"
+        if reset:
+            shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True, exist_ok=True)
+        os.environ["SKYLOOP_DATA_DIR"] = data_path  # a sandbox hides it (skyloop.environments.local)
+        os.environ["SKYLOOP_WORKSPACES_DIR"] = str(root)
+        return []
+    held = tempfile.TemporaryDirectory(prefix="skyloop-workspaces-")
+    os.environ["SKYLOOP_WORKSPACES_DIR"] = held.name
+    os.environ.pop("SKYLOOP_DATA_DIR", None)
+    return [held]  # kept by the stack: removed when it stops
+
+
+def hosted_line() -> str:
+    """What ``skyloop dev`` says about hosted tools at start."""
+    from skyloop.environments import local, service
+    from skyloop.settings import get_settings
+
+    problem = service.unavailable_reason(get_settings())
+    if problem is not None:
+        return f"REFUSED: {problem}"
+    if local.isolation() == "none":
+        return "run UNISOLATED (--hosted-unisolated): commands can reach anything this user can"
+    return f"bubblewrap, workspaces in {os.environ.get('SKYLOOP_WORKSPACES_DIR')}"
+
+
 def configure_environment(moto_port: int) -> None:
     """The environment every function of the local stack shares (boto3 stays on AWS URLs: moto's hook
     serves them in-process)."""
@@ -237,6 +279,7 @@ def start(  # noqa: C901  (the start-up sequence, one step after another)
         data.open(reset=reset)  # locked from here on: a second stack on the same directory stops here
         keep.append(data)
     data_path = str(data.path) if data is not None else None
+    keep.extend(configure_workspaces(data_path, reset=reset))
     dynamodb = dynamodb_process.DynamoDBProcess(data_path) if dynamodb_mode == "process" else None
 
     from moto import mock_aws
@@ -461,14 +504,26 @@ def _register_example(url: str, mock_app: Any) -> tuple[str, str]:
     if not store.list_sessions(agent_name=EXAMPLE_AGENT, limit=1)[0]:
         runners = sessions.Runners(deps.get_settings().default_runner_id)
         sessions.create_session(store, agent, runners, title="example session")
+    hosted = AgentSpec.model_validate(
+        {
+            "name": HOSTED_AGENT,
+            "prompt": HOSTED_PROMPT,
+            "executor": executor,
+            "tools": HOSTED_TOOLS,
+            "environment": {"type": "hosted", "network": "none"},
+        }
+    )
+    if _kept_example(hosted) is None:  # registered after coder: the console offers it first
+        deps.register_agent(hosted)
     return agent.id, answering
 
 
 def _kept_example(spec: Any) -> Any:
-    """The stored ``coder`` if it is exactly ``spec`` (its key included), else None (a new version is due)."""
+    """The stored example agent of ``spec``'s name if it is exactly ``spec`` (its key included), else None
+    (a new version is due)."""
     from skyloop import deps
 
-    agent = deps.store().find_agent_by_name(EXAMPLE_AGENT)
+    agent = deps.store().find_agent_by_name(spec.name)
     if agent is None:
         return None
     auth = spec.executor.auth
@@ -492,37 +547,8 @@ def _kept_example(spec: Any) -> Any:
     return agent if same else None
 
 
-def serve(
-    host: str = "127.0.0.1",
-    port: int = 8080,
-    *,
-    require_token: bool = False,
-    lambda_runtime: str = "process",
-    lambda_tools: list[str] | None = None,
-    data_dir: Path | None = None,
-    reset: bool = False,
-) -> int:
-    """Run the stack until stopped; ``data_dir`` None keeps nothing (``--ephemeral``). Returns the exit status."""
-    import uvicorn
-
-    from skyloop.local.dynamodb_process import DynamoDBProcessError
-    from skyloop.local.persistence import DataDirError
-    from skyloop.local.requirements import MotoVersionError
-
-    if require_token:
-        os.environ["SKYLOOP_REQUIRE_TOKEN"] = "true"
-    try:
-        stack = start(
-            host,
-            port,
-            lambda_runtime=lambda_runtime,
-            lambda_tools=lambda_tools,
-            data_dir=data_dir,
-            reset=reset,
-        )
-    except (DataDirError, MotoVersionError, DynamoDBProcessError) as exc:
-        print(f"skyloop dev: {exc}", file=sys.stderr, flush=True)
-        return 2
+def _announce(stack: DevStack) -> None:
+    """What ``skyloop dev`` prints once it serves."""
     print(f"skyloop dev: serving {stack.url}", flush=True)
     from skyloop import console
 
@@ -537,6 +563,10 @@ def serve(
         f"  example agent:  {EXAMPLE_AGENT} ({stack.example_agent_id}), answering with {stack.example_model}",
         flush=True,
     )
+    print(
+        f"  hosted agent:   {HOSTED_AGENT} (its tools run in a sandboxed workspace per session)", flush=True
+    )
+    print(f"  hosted tools:   {hosted_line()}", flush=True)
     print(f"  moto endpoint:  {stack.moto_url}", flush=True)
     print(f"  event bus:      {EVENT_BUS}  (skyloop events tail --endpoint-url {stack.moto_url})", flush=True)
     if stack.data_dir is None:
@@ -555,6 +585,45 @@ def serve(
 
     for name in sorted(local_tools.all_tools()):
         print(f"  lambda tool:    {name}  (declare it as {{type: lambda, function: {name}}})", flush=True)
+
+
+def serve(
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    *,
+    require_token: bool = False,
+    lambda_runtime: str = "process",
+    lambda_tools: list[str] | None = None,
+    data_dir: Path | None = None,
+    reset: bool = False,
+    hosted_unisolated: bool = False,
+) -> int:
+    """Run the stack until stopped; ``data_dir`` None keeps nothing (``--ephemeral``). Returns the exit status.
+
+    ``hosted_unisolated``: run hosted tools' commands without bubblewrap (only where it cannot run)."""
+    import uvicorn
+
+    from skyloop.local.dynamodb_process import DynamoDBProcessError
+    from skyloop.local.persistence import DataDirError
+    from skyloop.local.requirements import MotoVersionError
+
+    if require_token:
+        os.environ["SKYLOOP_REQUIRE_TOKEN"] = "true"
+    if hosted_unisolated:
+        os.environ["SKYLOOP_HOSTED_ISOLATION"] = "none"
+    try:
+        stack = start(
+            host,
+            port,
+            lambda_runtime=lambda_runtime,
+            lambda_tools=lambda_tools,
+            data_dir=data_dir,
+            reset=reset,
+        )
+    except (DataDirError, MotoVersionError, DynamoDBProcessError) as exc:
+        print(f"skyloop dev: {exc}", file=sys.stderr, flush=True)
+        return 2
+    _announce(stack)
     if require_token:
         from skyloop import auth, deps
 

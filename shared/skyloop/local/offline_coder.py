@@ -47,9 +47,10 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
 def respond(body: dict[str, Any]) -> QueuedResponse:
     """One reply to a Responses API request body."""
     items = [i for i in body.get("input") or [] if isinstance(i, dict)]
+    tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
     if items and items[-1].get("type") == "function_call_output":
-        return _report(items)
-    offered = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
+        return _report(items, hosted=any("sandboxed workspace" in str(t.get("description")) for t in tools))
+    offered = {t.get("name") for t in tools}
     text = _last_user_text(items).strip()
     for pattern, tool in _RULES:
         match = pattern.match(text)
@@ -77,7 +78,7 @@ def _arguments(tool: str, match: re.Match[str]) -> dict[str, Any]:
     return {k: v for k, v in match.groupdict().items() if v is not None}
 
 
-def _report(items: list[dict[str, Any]]) -> QueuedResponse:
+def _report(items: list[dict[str, Any]], hosted: bool = False) -> QueuedResponse:
     output = str(items[-1].get("output", ""))
     call_id = items[-1].get("call_id")
     name = next(
@@ -91,7 +92,8 @@ def _report(items: list[dict[str, Any]]) -> QueuedResponse:
     lines = output.splitlines() or ["(empty)"]
     shown = "\n".join(lines[:PREVIEW_LINES])
     more = f"\n… ({len(lines) - PREVIEW_LINES} more lines)" if len(lines) > PREVIEW_LINES else ""
-    return _say(f"{name} ran on your machine and returned:\n\n{shown}{more}")
+    where = "in the session's sandboxed workspace" if hosted else "on your machine"
+    return _say(f"{name} ran {where} and returned:\n\n{shown}{more}")
 
 
 def _last_user_text(items: list[dict[str, Any]]) -> str:

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from skyloop.environments.spec import HostedEnvironment  # noqa: TC001  (pydantic needs it at runtime)
 from skyloop.pricing import ModelPrice  # noqa: TC001  (pydantic needs it at runtime)
 
 SUPPORTED_HARNESSES = ("openai-agents", "chat-completions", "bedrock-converse", "scripted")
@@ -93,8 +94,24 @@ class AgentLimits(BaseModel):
         return self
 
 
+# The top-level keys an agent spec may have: skyloop's own, the OpenAI Agents API's record of an agent
+# made through it, and omnigent's config.yaml keys (its bundles carry them; skyloop keeps them as given).
+SPEC_KEYS = frozenset(
+    {"name", "prompt", "description", "executor", "tools", "limits", "environment", "openai"}
+)
+OMNIGENT_SPEC_KEYS = frozenset(
+    {
+        "spec_version", "llm", "interaction", "params", "instructions", "skills", "skills_filter",
+        "mcp_servers", "local_tools", "sub_agents", "agents", "pass_history", "pass_histories",
+        "max_sessions", "compaction", "guardrails", "policies", "async", "os_env", "model_egress",
+        "terminals", "timers", "spawn", "agent_session_sharing", "labels", "label_schema",
+    }
+)  # fmt: skip
+
+
 class AgentSpec(BaseModel):
-    """A validated agent definition; unknown top-level keys are kept as-is."""
+    """A validated agent definition. Registration refuses a top-level key outside ``SPEC_KEYS`` and
+    ``OMNIGENT_SPEC_KEYS`` (:func:`unknown_keys`); a stored spec keeps what it was stored with."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -104,11 +121,18 @@ class AgentSpec(BaseModel):
     executor: AgentExecutor
     tools: Any = None
     limits: AgentLimits = Field(default_factory=AgentLimits)
+    # where its hosted tools run (skyloop.environments); a session may override it
+    environment: HostedEnvironment | None = None
 
     def public_dict(self) -> dict[str, Any]:
         """The spec without secrets, for API responses."""
         data = self.model_dump(mode="json", exclude={"executor": {"auth": {"api_key"}}})
         return data
+
+
+def unknown_keys(raw: dict[str, Any]) -> list[str]:
+    """The top-level keys of a spec being registered that neither skyloop nor omnigent reads."""
+    return sorted(str(k) for k in raw if k not in SPEC_KEYS and k not in OMNIGENT_SPEC_KEYS)
 
 
 class Agent(BaseModel):
@@ -142,6 +166,7 @@ class Agent(BaseModel):
             "prompt": spec.prompt,
             "tools": tool_entries(spec.tools),
             "tool_spec": spec.tools,
+            "environment": spec.environment.model_dump(mode="json") if spec.environment else None,
             "limits": spec.limits.model_dump(),
             "base_url": spec.executor.auth.base_url if spec.executor.auth else None,
         }

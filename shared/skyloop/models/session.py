@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from skyloop.environments.spec import HostedEnvironment  # noqa: TC001  (pydantic needs it at runtime)
+
 SessionStatus = Literal["idle", "running", "failed"]
 ItemType = Literal["message", "function_call", "function_call_output"]
 
@@ -47,6 +49,8 @@ class Session(BaseModel):
     # stops a turn before its next model call once reached; the spend so far, in millionths of a USD.
     spend_limit_cents: int | None = None
     spend_micros: int = 0
+    # The hosted environment of this session, when it overrides its agent's (skyloop.environments)
+    environment: HostedEnvironment | None = None
 
 
 class ConversationItem(BaseModel):
@@ -199,3 +203,5 @@ class PendingCall(BaseModel):
     cancelled: bool = False
     kind: Literal["client", "server"] = "client"
     approval: Literal["pending", "approved", "denied"] | None = None
+    # what the tool reported beside its output (a hosted command's exit code, duration, full output's file)
+    details: dict[str, Any] | None = None

@@ -254,3 +254,13 @@ def due_index_value(task_id: str) -> str:
 
 def due_at_value(next_run_at: int, task_id: str) -> str:
     return f"{next_run_at:0{SEQ_WIDTH}d}#{task_id}"
+
+
+def environment_key(session_id: str) -> dict[str, str]:
+    """A session's hosted environment in the cloud: its interpreter session, its snapshot, its setup."""
+    return {PK: session_pk(session_id), SK: "ENVIRONMENT"}
+
+
+def workspace_blob_prefix(session_id: str) -> str:
+    """A session's workspace snapshot (manifest and content-addressed files), deleted with the session."""
+    return f"{session_blob_prefix(session_id)}workspace/"

@@ -497,7 +497,14 @@ class MemoryStore:
             ]
         return sorted(calls, key=lambda c: (c.iteration, c.index))
 
-    def answer_call(self, call: PendingCall, output: str, *, count_down: bool = True) -> bool:
+    def answer_call(
+        self,
+        call: PendingCall,
+        output: str,
+        *,
+        count_down: bool = True,
+        details: dict[str, Any] | None = None,
+    ) -> bool:
         with self._lock:
             data = self._sessions.get(call.session_id)
             if data is None:
@@ -513,7 +520,7 @@ class MemoryStore:
             ):
                 return False
             data.calls[(call.response_id, call.call_id)] = stored.model_copy(
-                update={"output": output, "answered_at": int(time.time())}
+                update={"output": output, "answered_at": int(time.time()), "details": details}
             )
             if count_down:
                 data.turns[call.response_id] = turn.model_copy(update={"unanswered": turn.unanswered - 1})

@@ -84,7 +84,14 @@ class Store(Protocol):
     def list_calls(
         self, session_id: str, response_id: str, *, iteration: int | None = None
     ) -> list[PendingCall]: ...
-    def answer_call(self, call: PendingCall, output: str, *, count_down: bool = True) -> bool: ...
+    def answer_call(
+        self,
+        call: PendingCall,
+        output: str,
+        *,
+        count_down: bool = True,
+        details: dict[str, Any] | None = None,
+    ) -> bool: ...
 
     # session files: metadata rows and their bytes; limits hold however many uploads race
     def add_file(self, file: SessionFile, data: bytes, limits: FileLimits) -> None: ...

@@ -18,6 +18,9 @@ from skyloop.models.session import ClientTool
 from skyloop.tools.declared import TOOL_NAME, DeclaredTools, LambdaTool, McpServer, SecretRef, declared_tools
 
 if TYPE_CHECKING:
+    from skyloop.environments.spec import HostedTool
+
+if TYPE_CHECKING:
     from skyloop.models.agent import Agent
     from skyloop.secrets import SecretStore
     from skyloop.store import Store
@@ -37,7 +40,7 @@ class ToolSetupError(Exception):
 @dataclass(frozen=True)
 class ServerTool:
     name: str
-    kind: Literal["lambda", "mcp"]
+    kind: Literal["lambda", "mcp", "hosted"]
     description: str
     parameters: dict[str, Any]
     approval: Literal["never", "required"]
@@ -80,6 +83,8 @@ def catalog_for(agent: Agent, store: Store, secrets: SecretStore | None) -> Cata
     catalog = Catalog(declared=declared)
     for name, tool in declared.lambdas.items():
         catalog.tools[name] = lambda_tool(name, tool)
+    for name, hosted in declared.hosted.items():
+        catalog.tools[name] = hosted_tool(name, hosted)
     for server_name, server in declared.mcp.items():
         for listed in _listing(agent, store, secrets, server_name, server):
             name = str(listed.get("name", ""))
@@ -102,6 +107,23 @@ def catalog_for(agent: Agent, store: Store, secrets: SecretStore | None) -> Cata
                 server=server_name,
             )
     return catalog
+
+
+def hosted_tool(name: str, tool: HostedTool) -> ServerTool:
+    """A built-in run in the session's hosted environment, as the ``coding`` client tool set defines it."""
+    from skyloop.client_tools.coding import TOOLS
+
+    (definition,) = [t["function"] for t in TOOLS if t["function"]["name"] == name]
+    description = tool.description or definition["description"]
+    return ServerTool(
+        name=name,
+        kind="hosted",
+        description=f"{description} Runs in the session's sandboxed workspace, /workspace.",
+        parameters=definition["parameters"],
+        approval=tool.approval,
+        timeout_s=tool.timeout_s,
+        max_output_chars=tool.max_output_chars,
+    )
 
 
 def lambda_tool(name: str, tool: LambdaTool) -> ServerTool:

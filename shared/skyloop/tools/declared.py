@@ -18,6 +18,8 @@ In the spec's ``tools`` map (omnigent's form: tool name -> definition)::
         tools: [search, fetch]         # optional allow-list of the server's tools
         timeout_s: 60
         approval: never
+      Bash: {type: hosted}             # a built-in run in the session's hosted environment
+                                       # (skyloop.environments.spec: Bash, Read, Write, Edit, Glob, Grep)
 
 Entries marked ``runtime: client`` (omnigent's client tools, ``type: function``)
 are not server tools: :func:`declared_client_tools` reads them, and every turn
@@ -34,10 +36,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from skyloop.environments.spec import HOSTED_TOOLS, HostedTool
 from skyloop.errors import InvalidInputError
 from skyloop.models.session import ClientTool
 
-SERVER_TOOL_TYPES = ("lambda", "mcp")
+SERVER_TOOL_TYPES = ("lambda", "mcp", "hosted")
+# Every tool type an entry of the map may name: the server tools, and client tools (omnigent's form);
+# another is a 400 at registration (it would never be offered, and the model's calls would fail).
+KNOWN_TOOL_TYPES = ("function", *SERVER_TOOL_TYPES)
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what every provider accepts as a function name
 # A function name, a partial ARN (account:function:name) or a full ARN, with an optional version/alias.
 LAMBDA_FUNCTION = re.compile(
@@ -121,14 +127,35 @@ class McpServer(BaseModel):
 
 
 class DeclaredTools(BaseModel):
-    """The agent's server tools: Lambda tools by tool name, MCP servers by server name."""
+    """The agent's server tools: Lambda tools by tool name, MCP servers by server name, the hosted
+    built-ins (run in the session's hosted environment, :mod:`skyloop.environments`) by tool name."""
 
     lambdas: dict[str, LambdaTool] = Field(default_factory=dict)
     mcp: dict[str, McpServer] = Field(default_factory=dict)
+    hosted: dict[str, HostedTool] = Field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
-        return not self.lambdas and not self.mcp
+        return not self.lambdas and not self.mcp and not self.hosted
+
+
+def _server_entry(name: Any, definition: Any) -> bool:
+    """Whether an entry of the map is a server tool; a 400 for an unknown type or a bad name."""
+    if isinstance(definition, dict) and "type" in definition and definition["type"] not in KNOWN_TOOL_TYPES:
+        raise InvalidInputError(
+            f"tools.{name}.type: unknown tool type {definition['type']!r} (known: {', '.join(KNOWN_TOOL_TYPES)})",
+            param=f"tools.{name}.type",
+        )
+    if not isinstance(definition, dict) or definition.get("type") not in SERVER_TOOL_TYPES:
+        return False
+    if not isinstance(name, str) or not TOOL_NAME.match(name):
+        raise InvalidInputError(f"tools.{name}: a tool name is 1-64 letters, digits, '_' or '-'")
+    if definition["type"] == "hosted" and name not in HOSTED_TOOLS:
+        raise InvalidInputError(
+            f"tools.{name}: a hosted tool is one of {', '.join(HOSTED_TOOLS)} (the coding tool set's names)",
+            param=f"tools.{name}",
+        )
+    return True
 
 
 def declared_tools(tools: Any) -> DeclaredTools:
@@ -137,13 +164,13 @@ def declared_tools(tools: Any) -> DeclaredTools:
         return DeclaredTools()  # a list or nothing: no server tools in this form
     out = DeclaredTools()
     for name, definition in tools.items():
-        if not isinstance(definition, dict) or definition.get("type") not in SERVER_TOOL_TYPES:
+        if not _server_entry(name, definition):
             continue
-        if not isinstance(name, str) or not TOOL_NAME.match(name):
-            raise InvalidInputError(f"tools.{name}: a tool name is 1-64 letters, digits, '_' or '-'")
         try:
             if definition["type"] == "lambda":
                 out.lambdas[name] = LambdaTool.model_validate(definition)
+            elif definition["type"] == "hosted":
+                out.hosted[name] = HostedTool.model_validate(definition)
             else:
                 out.mcp[name] = McpServer.model_validate(definition)
         except ValidationError as exc:
@@ -151,7 +178,7 @@ def declared_tools(tools: Any) -> DeclaredTools:
                 f"tools.{name}.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
             )
             raise InvalidInputError(f"invalid server tool: {problems}") from None
-    if len(out.lambdas) + len(out.mcp) > MAX_SERVER_TOOLS:
+    if len(out.lambdas) + len(out.mcp) + len(out.hosted) > MAX_SERVER_TOOLS:
         raise InvalidInputError(f"an agent declares at most {MAX_SERVER_TOOLS} server tools")
     return out
 

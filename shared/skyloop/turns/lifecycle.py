@@ -42,6 +42,8 @@ from skyloop.turns.engine import StaleTokenError
 from skyloop.turns.state import TurnState
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from skyloop.models.agent import Agent
     from skyloop.models.session import ClientTool, PendingCall, Session
     from skyloop.store import AppendResult, Store
@@ -416,7 +418,11 @@ def add_completed_call(batch: Append, call: PendingCall, output: str, agent_name
         ev.RESPONSE_ITEM_DONE,
         ev.item_done(
             ev.function_call_output_item(
-                item_id=out_id, call_id=call.call_id, output=output, response_id=call.response_id
+                item_id=out_id,
+                call_id=call.call_id,
+                output=output,
+                response_id=call.response_id,
+                details=call.details,
             )
         ),
     )
@@ -424,7 +430,11 @@ def add_completed_call(batch: Append, call: PendingCall, output: str, agent_name
         NewItem(
             id=out_id,
             type="function_call_output",
-            data={"call_id": call.call_id, "output": output},
+            data={
+                "call_id": call.call_id,
+                "output": output,
+                **({"details": call.details} if call.details else {}),
+            },
             response_id=call.response_id,
             event_index=idx,
             anchor_seq=call.anchor_seq,
@@ -737,6 +747,39 @@ def delete_session(store: Store, engine: TurnEngine, session_id: str) -> dict[st
     if session.active_response_id:
         with contextlib.suppress(NotFoundError):
             turn = store.get_turn(session_id, session.active_response_id)
+    cleanup = _workspace_cleanup(store, session)
     store.delete_session(session_id)
     _stop(engine, turn)
+    if cleanup is not None:
+        try:
+            cleanup()
+        except Exception:  # the session is gone already; a workspace left behind is logged, not an error
+            from skyloop.observability import logger
+
+            logger.exception(
+                "the workspace of a deleted session could not be removed", extra={"session": session_id}
+            )
     return {"id": session_id, "object": "conversation.deleted", "deleted": True}
+
+
+def _workspace_cleanup(store: Store, session: Session) -> Callable[[], None] | None:
+    """What removes the session's hosted workspace once the session is gone (read before it goes:
+    the cloud engine's record of its interpreter session lives under the session)."""
+    from skyloop.environments import service
+    from skyloop.environments.spec import environment_of
+
+    try:
+        agent = store.get_agent(session.agent_id)
+    except NotFoundError:
+        agent = None
+    if session.environment is None and (agent is None or environment_of(agent.spec) is None):
+        return None
+    try:
+        return service.deleter(session.id)
+    except Exception:
+        from skyloop.observability import logger
+
+        logger.exception(
+            "the workspace of a session being deleted could not be found", extra={"session": session.id}
+        )
+        return None

@@ -27,7 +27,7 @@ from skyloop.turns import lifecycle
 from skyloop.turns.state import TurnError
 
 if TYPE_CHECKING:
-    from skyloop.models.session import PendingCall
+    from skyloop.models.session import PendingCall, Session
     from skyloop.secrets import SecretStore
     from skyloop.store import Store
     from skyloop.tools.catalog import Catalog, ServerTool
@@ -65,6 +65,10 @@ def prepare_tool(store: Store, state: TurnState, call_id: str, secrets: SecretSt
         return skip
     if tool.kind == "mcp":
         _record(store, call, tool.bounded(_call_mcp(store, state, call, tool, arguments, secrets)))
+        return skip
+    if tool.kind == "hosted":
+        output, details = _call_hosted(store, state, session, call, tool, arguments, secrets)
+        _record(store, call, output, details)
         return skip
     payload = {
         "name": call.name,
@@ -152,5 +156,121 @@ def _call_mcp(
         return f"Error: tool '{call.name}' could not be called: {exc}"
 
 
-def _record(store: Store, call: PendingCall, output: str) -> None:
-    store.answer_call(call, output, count_down=False)  # False: answered before (a retried branch)
+def _call_hosted(
+    store: Store,
+    state: TurnState,
+    session: Session,
+    call: PendingCall,
+    tool: ServerTool,
+    arguments: dict[str, Any],
+    secrets: SecretStore | None,
+) -> tuple[str, dict[str, Any]]:
+    """Run a hosted built-in in the session's environment, its output streamed while it runs; an
+    output over the tool's limit is kept whole as a session file, and the call's output says so."""
+    from skyloop.environments import service
+    from skyloop.turns.steps import agent_for
+
+    stream = OutputStream(store, state, call)
+    run = service.run_call(
+        session,
+        agent_for(store, state),
+        call.name,
+        arguments,
+        timeout_s=tool.timeout_s,
+        secrets=secrets,
+        on_output=stream.write,
+    )
+    stream.close()
+    details = dict(run.details)
+    output = run.output
+    if len(output) > tool.max_output_chars:
+        kept = _keep_whole(store, session, call, output)
+        if kept is not None:
+            details["output_file_id"] = kept
+            details["output_chars"] = len(output)
+        note = (
+            f" (the whole output is session file {kept}, {call.name.lower()}-{call.call_id}.txt)"
+            if kept
+            else ""
+        )
+        output = output[: tool.max_output_chars] + (
+            f"\n…[truncated: {len(output) - tool.max_output_chars:,} more characters{note}]"
+        )
+    return output, details
+
+
+def _keep_whole(store: Store, session: Session, call: PendingCall, output: str) -> str | None:
+    """The whole output as a session file (its id), or None when the session's files are full."""
+    from skyloop import deps, session_files
+    from skyloop.errors import SkyloopError
+
+    try:
+        kept = session_files.upload(
+            store,
+            session,
+            deps.get_settings(),
+            filename=f"{call.name.lower()}-{call.call_id}.txt",
+            data=output.encode("utf-8"),
+            declared="text/plain; charset=utf-8",
+        )
+    except SkyloopError:
+        return None
+    return kept.id
+
+
+class OutputStream:
+    """A running call's output on the session stream (``response.function_call_output.delta``), in
+    batches (at most ten a second), up to ``MAX_STREAMED`` characters: the item keeps the rest."""
+
+    MAX_STREAMED = 64_000
+    EVERY_S = 0.1
+
+    def __init__(self, store: Store, state: TurnState, call: PendingCall) -> None:
+        import threading
+
+        self.store = store
+        self.state = state
+        self.call = call
+        self._lock = threading.Lock()
+        self._pending: list[str] = []
+        self._sent = 0
+        self._batches = 0
+        self._last = 0.0
+
+    def write(self, text: str) -> None:
+        import time
+
+        with self._lock:
+            if self._sent >= self.MAX_STREAMED:
+                return
+            text = text[: self.MAX_STREAMED - self._sent]
+            self._pending.append(text)
+            self._sent += len(text)
+            if time.monotonic() - self._last >= self.EVERY_S or self._sent >= self.MAX_STREAMED:
+                self._flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._flush()
+
+    def _flush(self) -> None:
+        import time
+
+        if not self._pending:
+            return
+        delta, self._pending = "".join(self._pending), []
+        self._last = time.monotonic()
+        self._batches += 1
+        state, call = self.state, self.call
+        batch = lifecycle.turn_append(
+            state, f"{state.response_id}:{call.iteration}:{call.call_id}:out:{self._batches}"
+        )
+        batch.event(ev.RESPONSE_OUTPUT_DELTA, ev.function_call_output_delta(call.call_id, delta))
+        try:
+            lifecycle.append_active(self.store, batch)
+        except lifecycle.TurnInactiveError:
+            self._sent = self.MAX_STREAMED  # the turn ended (interrupted): stream nothing more
+
+
+def _record(store: Store, call: PendingCall, output: str, details: dict[str, Any] | None = None) -> None:
+    store.answer_call(call, output, count_down=False, details=details)  # False: answered before

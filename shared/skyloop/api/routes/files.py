@@ -1,4 +1,6 @@
-"""``/v1/sessions/{id}/resources/files``: upload (multipart ``file`` or a raw body), list, read, download, delete."""
+"""``/v1/sessions/{id}/resources/files``: upload (multipart ``file`` or a raw body), list, read, download, delete;
+``/v1/sessions/{id}/workspace``: the files of the session's hosted workspace (:mod:`skyloop.environments`),
+listed and downloaded."""
 
 from __future__ import annotations
 
@@ -10,10 +12,10 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from skyloop import deps, session_files, sessions
 from skyloop.api import openapi
 from skyloop.api.body import query
-from skyloop.api.requests import FileListQuery, FileUploadQuery
+from skyloop.api.requests import FileListQuery, FileUploadQuery, WorkspaceFileQuery, WorkspaceListQuery
 from skyloop.api.responses import SessionFileDeleted, SessionFileList, SessionFileResource
 from skyloop.api.routes._common import current_event, json_response, page, request
-from skyloop.errors import InvalidInputError
+from skyloop.errors import InvalidInputError, NotFoundError
 
 if TYPE_CHECKING:
     from skyloop.models.session import SessionFile
@@ -121,3 +123,81 @@ def delete_file(session_id: str, file_id: str) -> Response:
     session = sessions.get_session(store, session_id)
     removed = session_files.delete(store, session, file_id)
     return json_response(200, {"id": removed.id, "object": "session.resource.deleted", "deleted": True})
+
+
+# ------------------------------------------------------------------------------ hosted workspace
+WORKSPACE = "/v1/sessions/<session_id>/workspace"
+
+
+@openapi.operation(
+    router,
+    "GET",
+    WORKSPACE,
+    summary="The files of the session's hosted workspace (/workspace), with sizes; under ?path= only",
+    query=WorkspaceListQuery,
+)
+def list_workspace(session_id: str) -> Response:
+    from skyloop.environments import paths, service
+
+    store = deps.store()
+    session = sessions.get_session(store, session_id)
+    q = query(current_event(router), WorkspaceListQuery)
+    try:
+        prefix = paths.relative(q.path)
+    except paths.PathOutsideWorkspace as exc:
+        raise InvalidInputError(str(exc), param="path") from None
+    entries = [
+        e
+        for e in service.engine().entries(session.id)
+        if not prefix or e.path == prefix or e.path.startswith(prefix + "/")
+    ]
+    data = [
+        {
+            "path": f"{paths.WORKSPACE}/{e.path}",
+            "type": e.type,
+            "bytes": e.bytes,
+            "modified_at": int(e.modified_at),
+        }
+        for e in entries
+    ]
+    return json_response(
+        200,
+        {
+            "object": "list",
+            "root": paths.WORKSPACE,
+            "data": data,
+            "total_bytes": sum(e.bytes for e in entries),
+        },
+    )
+
+
+@openapi.operation(
+    router,
+    "GET",
+    WORKSPACE + "/content",
+    summary="One file of the session's hosted workspace (as a download), by ?path=",
+    query=WorkspaceFileQuery,
+    binary=True,
+)
+def download_workspace_file(session_id: str) -> Response:
+    from skyloop.environments import paths, service
+
+    store = deps.store()
+    session = sessions.get_session(store, session_id)  # another principal's is 404, whatever it asked
+    q = query(current_event(router), WorkspaceFileQuery)
+    try:
+        relative = paths.relative(q.path)
+        data = service.engine().read(session.id, relative)
+    except paths.PathOutsideWorkspace as exc:
+        raise InvalidInputError(str(exc), param="path") from None
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        raise NotFoundError(f"no file {paths.absolute(q.path)} in this session's workspace") from None
+    name = relative.rsplit("/", 1)[-1]
+    headers = {
+        "Content-Disposition": session_files.attachment_disposition(name),
+        "X-Content-Type-Options": "nosniff",
+        "Cache-Control": "no-store",
+    }
+    return Response(
+        status_code=200, content_type=session_files.content_type_for(None, name), body=data, headers=headers
+    )

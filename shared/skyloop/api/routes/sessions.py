@@ -96,6 +96,7 @@ def create_session() -> Response:
         reasoning_effort=body.reasoning_effort,
         model_override=body.model_override,
         items=items,
+        environment=body.environment,
     )
     for event in initial:
         lifecycle.start_or_join(

@@ -282,6 +282,7 @@ class EventLog(TableBase):
 
     def _call_item(self, call: PendingCall) -> dict[str, Any]:
         item = call.model_dump(mode="json")
+        item["details"] = codec.dumps(item["details"]) if item.get("details") else None
         prefix = keys.session_blob_prefix(call.session_id)
         item.update(self._text_out("arguments", item.pop("arguments"), prefix))
         if item.get("output") is not None:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from skyloop.models.session import ConversationItem
 
-JSON_FIELDS = ("labels", "last_task_error")  # stored as compact JSON text
+JSON_FIELDS = ("labels", "last_task_error", "environment")  # stored as compact JSON text
 
 
 def session_attrs(session: Session) -> dict[str, Any]:
@@ -32,6 +32,7 @@ def session_from(attrs: dict[str, Any]) -> Session:
     attrs["labels"] = codec.loads(attrs.get("labels"), {})
     err = codec.loads(attrs.get("last_task_error"))
     attrs["last_task_error"] = TaskError.model_validate(err) if err else None
+    attrs["environment"] = codec.loads(attrs.get("environment"))
     return Session.model_validate({k: v for k, v in attrs.items() if k in Session.model_fields})
 
 

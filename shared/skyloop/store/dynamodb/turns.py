@@ -133,6 +133,9 @@ class TurnRecords(TableBase):
         attrs = dict(attrs)
         attrs["arguments"] = self._text_in(attrs, "arguments") or "{}"
         attrs["output"] = self._text_in(attrs, "output")
+        attrs["details"] = (
+            codec.loads(attrs.get("details")) if isinstance(attrs.get("details"), str) else None
+        )
         return PendingCall.model_validate({k: v for k, v in attrs.items() if k in PendingCall.model_fields})
 
     def get_call(self, session_id: str, response_id: str, call_id: str) -> PendingCall | None:
@@ -158,7 +161,14 @@ class TurnRecords(TableBase):
             calls = [c for c in calls if c.iteration == iteration]
         return sorted(calls, key=lambda c: (c.iteration, c.index))
 
-    def answer_call(self, call: PendingCall, output: str, *, count_down: bool = True) -> bool:
+    def answer_call(
+        self,
+        call: PendingCall,
+        output: str,
+        *,
+        count_down: bool = True,
+        details: dict[str, Any] | None = None,
+    ) -> bool:
         """Record the output once; a client call's answer also counts it down on the turn, atomically.
 
         Only while the call's turn is the session's running turn. Returns False
@@ -174,7 +184,8 @@ class TurnRecords(TableBase):
                 "Update": {
                     "TableName": self.table,
                     "Key": codec.to_item(keys.call_key(call.session_id, call.response_id, call.call_id)),
-                    "UpdateExpression": "SET #a = :o, answered_at = :t",
+                    "UpdateExpression": "SET #a = :o, answered_at = :t"
+                    + (", details = :d" if details is not None else ""),
                     "ConditionExpression": (
                         "attribute_exists(pk) AND attribute_not_exists(#o) AND attribute_not_exists(#ob)"
                     ),
@@ -182,6 +193,7 @@ class TurnRecords(TableBase):
                     "ExpressionAttributeValues": {
                         ":o": codec.attr(value),
                         ":t": codec.attr(int(time.time())),
+                        **({":d": codec.attr(codec.dumps(details))} if details is not None else {}),
                     },
                 }
             },

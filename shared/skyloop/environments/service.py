@@ -1,0 +1,180 @@
+"""A session's hosted environment: its engine, its workspace made on first use, one call run in it.
+
+The first hosted call of a session makes its workspace: the environment's
+``files`` are written and its ``setup`` commands run, in order, before the call
+runs; only then is the workspace marked ready, so a setup that failed (its
+output is the call's output) is tried again by the next call. Later calls, turns
+and restarts find it ready. The engine is the deployment's
+(``SKYLOOP_HOSTED_ENGINE``: ``local`` on ``skyloop dev``, ``agentcore`` in the
+cloud).
+"""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from skyloop.environments.spec import HostedEnvironment, SecretValue, environment_of
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from skyloop.environments.port import Engine, Sandbox
+    from skyloop.environments.tools import HostedRun
+    from skyloop.models.agent import Agent
+    from skyloop.models.session import Session
+    from skyloop.secrets import SecretStore
+    from skyloop.settings import Settings
+
+SETUP_TIMEOUT_S = 300
+_setup_lock = threading.Lock()
+
+
+def workspaces_dir(settings: Settings) -> Path:
+    if settings.workspaces_dir:
+        return Path(settings.workspaces_dir)
+    return Path(tempfile.gettempdir()) / "skyloop-workspaces"
+
+
+@functools.cache
+def _engine(kind: str, root: str, max_bytes: int, hidden: tuple[str, ...], config: tuple[Any, ...]) -> Engine:
+    if kind == "agentcore":
+        from skyloop.environments.agentcore import AgentCoreEngine
+
+        return AgentCoreEngine(*config, max_bytes=max_bytes)
+    from skyloop.environments.local import LocalEngine
+
+    return LocalEngine(Path(root), max_bytes=max_bytes, hidden=hidden)
+
+
+def engine(settings: Settings | None = None) -> Engine:
+    """This deployment's engine (one per configuration in a process)."""
+    from skyloop import deps
+
+    settings = settings or deps.get_settings()
+    hidden = tuple(p for p in (settings.data_dir,) if p)
+    config: tuple[Any, ...] = ()
+    if settings.hosted_engine == "agentcore":
+        config = (
+            (settings.code_interpreter_id or "", settings.code_interpreter_public_id or ""),
+            settings.blob_bucket,
+            settings.table_name,
+            settings.hosted_idle_s,
+        )
+    return _engine(
+        settings.hosted_engine, str(workspaces_dir(settings)), settings.workspace_max_bytes, hidden, config
+    )
+
+
+def environment_for(session: Session, agent: Agent) -> HostedEnvironment | None:
+    return environment_of(agent.spec, session.environment)
+
+
+def command_env(environment: HostedEnvironment, secrets: SecretStore | None) -> dict[str, str]:
+    """The environment's ``env``, secrets read now (never stored, logged or shown)."""
+    out: dict[str, str] = {}
+    for name, value in environment.env.items():
+        if isinstance(value, SecretValue):
+            if secrets is None:
+                from skyloop.environments.port import SandboxError
+
+                raise SandboxError(f"env.{name} names a secret and this deployment has no secret store")
+            try:
+                out[name] = secrets.get(value.secret)
+            except Exception:
+                from skyloop.environments.port import SandboxError
+
+                raise SandboxError(f"env.{name}: its secret could not be read") from None
+        else:
+            out[name] = value
+    return out
+
+
+def prepared(
+    session: Session, environment: HostedEnvironment, env: dict[str, str], eng: Engine
+) -> tuple[Sandbox, str | None]:
+    """The session's sandbox, its workspace made if this is its first use; and the setup's failure, if any."""
+    from skyloop.environments import paths
+
+    sandbox = eng.sandbox(session.id, network=environment.network)
+    if eng.is_ready(session.id):
+        return sandbox, None
+    with _setup_lock:  # two calls of one response may arrive at once in one environment
+        if eng.is_ready(session.id):
+            return sandbox, None
+        for item in environment.files:
+            sandbox.write(paths.relative(item.path), item.content.encode("utf-8"))
+        for command in environment.setup:
+            result = sandbox.run(command, timeout_s=SETUP_TIMEOUT_S, env=env)
+            if result.timed_out or result.exit_code:
+                why = "timed out" if result.timed_out else f"exited {result.exit_code}"
+                tail = result.output.strip()[-4000:]
+                return sandbox, f"the environment's setup command {command!r} {why}:\n{tail}".rstrip()
+        eng.mark_ready(session.id)
+    return sandbox, None
+
+
+def run_call(
+    session: Session,
+    agent: Agent,
+    name: str,
+    arguments: dict[str, Any],
+    *,
+    timeout_s: int,
+    secrets: SecretStore | None,
+    on_output: Callable[[str], None] | None = None,
+    settings: Settings | None = None,
+) -> HostedRun:
+    """One hosted call in the session's environment; every failure is the call's output."""
+    from skyloop.environments.port import SandboxError
+    from skyloop.environments.tools import HostedRun, run_tool
+
+    environment = environment_for(session, agent)
+    if environment is None:
+        return HostedRun(f"Error: '{name}' is a hosted tool and this session has no hosted environment")
+    try:
+        env = command_env(environment, secrets)
+        sandbox, failed = prepared(session, environment, env, engine(settings))
+    except SandboxError as exc:
+        return HostedRun(f"Error: the hosted environment is not available: {exc}")
+    except OSError as exc:
+        return HostedRun(f"Error: the hosted environment could not be made: {exc}")
+    if failed is not None:
+        return HostedRun(f"Error: {failed}")
+    return run_tool(name, arguments, sandbox, timeout_s=timeout_s, env=env, on_output=on_output)
+
+
+def unavailable_reason(settings: Settings) -> str | None:
+    """Why this deployment cannot run hosted tools (said at start), or None."""
+    if settings.hosted_engine != "local":
+        return None
+    from skyloop.environments import local
+
+    if local.isolation() == "none":
+        return None
+    problem = local.bwrap_problem()
+    return None if problem is None else f"{local.NO_BWRAP} ({problem})"
+
+
+def snapshot(session_id: str, settings: Settings | None = None) -> None:
+    """Keep the workspace beyond its interpreter session (the cloud engine; the local one keeps it on disk)."""
+    eng = engine(settings)
+    keep = getattr(eng, "snapshot", None)
+    if keep is not None:
+        keep(session_id)
+
+
+def deleter(session_id: str, settings: Settings | None = None) -> Callable[[], None]:
+    """What removes the session's workspace, read now (before the session's records go)."""
+    eng = engine(settings)
+    prepare = getattr(eng, "deleter", None)
+    if prepare is not None:
+        return prepare(session_id)
+    return lambda: eng.delete(session_id)
+
+
+def copy(source_id: str, target_id: str, settings: Settings | None = None) -> None:
+    engine(settings).copy(source_id, target_id)
