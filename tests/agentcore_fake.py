@@ -39,7 +39,12 @@ from skyloop.environments.local import LocalSandbox
 from skyloop.mockllm import _eventstream
 
 SERVICE = "bedrock-agentcore"
-OPERATIONS = ("StartCodeInterpreterSession", "InvokeCodeInterpreter", "StopCodeInterpreterSession", "GetCodeInterpreterSession")
+OPERATIONS = (
+    "StartCodeInterpreterSession",
+    "InvokeCodeInterpreter",
+    "StopCodeInterpreterSession",
+    "GetCodeInterpreterSession",
+)
 SANDBOX_ID = "skyloop-sandbox-abc123"
 PUBLIC_ID = "skyloop-public-def456"
 
@@ -76,7 +81,9 @@ class AgentCoreFake:
             shutil.rmtree(found.root, ignore_errors=True)
 
     def tool_calls(self, name: str) -> list[dict[str, Any]]:
-        return [params for op, params in self.calls if op == "InvokeCodeInterpreter" and params["name"] == name]
+        return [
+            params for op, params in self.calls if op == "InvokeCodeInterpreter" and params["name"] == name
+        ]
 
     # ------------------------------------------------------------------------------ routing
     def _match(self, method: str, path: str) -> tuple[str, dict[str, str]] | None:
@@ -137,11 +144,19 @@ class AgentCoreFake:
         session.root.mkdir(parents=True)
         with self.lock:
             self.sessions[session.id] = session
-        return _json({"codeInterpreterIdentifier": interpreter, "sessionId": session.id, "createdAt": session.created_at})
+        return _json(
+            {
+                "codeInterpreterIdentifier": interpreter,
+                "sessionId": session.id,
+                "createdAt": session.created_at,
+            }
+        )
 
     def _session(self, params: dict[str, Any]) -> FakeSession | None:
         found = self.sessions.get(params["sessionId"])
-        return found if found is not None and found.interpreter == params["codeInterpreterIdentifier"] else None
+        return (
+            found if found is not None and found.interpreter == params["codeInterpreterIdentifier"] else None
+        )
 
     def _get_code_interpreter_session(self, params: dict[str, Any]) -> Response:
         session = self._session(params)
@@ -162,14 +177,23 @@ class AgentCoreFake:
         if session is None:
             return _error(404, "ResourceNotFoundException", "no such session")
         self.expire(session.id)
-        return _json({"codeInterpreterIdentifier": session.interpreter, "sessionId": session.id, "lastUpdatedAt": time.time()})
+        return _json(
+            {
+                "codeInterpreterIdentifier": session.interpreter,
+                "sessionId": session.id,
+                "lastUpdatedAt": time.time(),
+            }
+        )
 
     def _invoke_code_interpreter(self, params: dict[str, Any]) -> Response:
         session = self._session(params)
         if session is None:
             return _error(404, "ResourceNotFoundException", f"session {params['sessionId']} not found")
         sandbox = LocalSandbox(
-            session.root, network=self.interpreters[session.interpreter], hidden=(str(self.tmp),), max_bytes=10**12
+            session.root,
+            network=self.interpreters[session.interpreter],
+            hidden=(str(self.tmp),),
+            max_bytes=10**12,
         )
         arguments = params.get("arguments") or {}
         tool = params["name"]
@@ -189,12 +213,22 @@ class AgentCoreFake:
             body = self._read(sandbox, arguments.get("paths") or [])
         elif tool == "writeFiles":
             for block in arguments.get("content") or []:
-                data = base64.b64decode(block["blob"]) if "blob" in block else str(block.get("text", "")).encode()
+                data = (
+                    base64.b64decode(block["blob"])
+                    if "blob" in block
+                    else str(block.get("text", "")).encode()
+                )
                 sandbox.write(_relative(block["path"]), data)
-            body = {"content": [{"type": "text", "text": f"wrote {len(arguments.get('content') or [])} file(s)"}]}
+            body = {
+                "content": [{"type": "text", "text": f"wrote {len(arguments.get('content') or [])} file(s)"}]
+            }
         else:
-            return _stream(_eventstream.exception("validationException", f"tool {tool} is not served by the fake"))
-        return _stream(_eventstream.event("result", body), headers={"x-amzn-code-interpreter-session-id": session.id})
+            return _stream(
+                _eventstream.exception("validationException", f"tool {tool} is not served by the fake")
+            )
+        return _stream(
+            _eventstream.event("result", body), headers={"x-amzn-code-interpreter-session-id": session.id}
+        )
 
     @staticmethod
     def _read(sandbox: LocalSandbox, paths: list[str]) -> dict[str, Any]:

@@ -39,7 +39,9 @@ def interpreter_name(stack_name: str, purpose: str) -> str:
 
 
 class HostedEnvironments(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, functions: dict[str, lambda_.Function]) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, functions: dict[str, lambda_.Function]
+    ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
         self.role = iam.Role(
@@ -77,4 +79,6 @@ class HostedEnvironments(Construct):
             function.add_to_role_policy(iam.PolicyStatement(actions=list(actions), resources=interpreters))
             function.add_environment("SKYLOOP_HOSTED_ENGINE", "agentcore")
             function.add_environment("SKYLOOP_CODE_INTERPRETER_ID", self.sandbox.attr_code_interpreter_id)
-            function.add_environment("SKYLOOP_CODE_INTERPRETER_PUBLIC_ID", self.public.attr_code_interpreter_id)
+            function.add_environment(
+                "SKYLOOP_CODE_INTERPRETER_PUBLIC_ID", self.public.attr_code_interpreter_id
+            )
