@@ -107,6 +107,8 @@ RECONCILE_MAX_MINUTES = 5
 # ---------------------------------------------------------------- blobs and secrets
 BLOB_MULTIPART_ABORT_DAYS = 1  # incomplete multipart uploads are removed after a day
 SECRETS_PREFIX_PURPOSE = "agents"  # SKYLOOP_SECRETS_PREFIX = <stack>/agents: agents' model keys
+INTERPRETER_SANDBOX_PURPOSE = "sandbox"  # <stack>_sandbox: the code interpreter of network: none
+INTERPRETER_PUBLIC_PURPOSE = "public"  # <stack>_public: network: public
 TOOL_SECRETS_PURPOSE = "tools"  # <stack>/tools/...: the secrets MCP headers may name
 
 # ---------------------------------------------------------------- environment

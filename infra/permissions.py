@@ -244,3 +244,20 @@ SECRET_ACCESS: dict[str, SecretAccess] = {
     "turn": SecretAccess(actions=("secretsmanager:GetSecretValue",), names=(AGENT_KEY_SECRETS, TOOL_SECRETS)),
     "run_tool": SecretAccess(actions=("secretsmanager:GetSecretValue",), names=(TOOL_SECRETS,)),
 }
+
+# ------------------------------------------------------------------------ hosted environments
+# AgentCore Code Interpreter data-plane actions on the stack's two interpreters
+# (infra/constructs/environments.py; skyloop.environments.agentcore): run_tool runs hosted calls (starts a
+# session's interpreter session, invokes its tools, stops the one it started when another call's won the
+# race); turn snapshots the workspace at a turn's end (invokes the session it has, never starts one);
+# api forks (snapshots the source first) and deletes (stops the session's). The files API reads snapshots
+# from the bucket (its sessions/ grant).
+HOSTED_ACCESS: dict[str, tuple[str, ...]] = {
+    "run_tool": (
+        "bedrock-agentcore:StartCodeInterpreterSession",
+        "bedrock-agentcore:InvokeCodeInterpreter",
+        "bedrock-agentcore:StopCodeInterpreterSession",
+    ),
+    "turn": ("bedrock-agentcore:InvokeCodeInterpreter",),
+    "api": ("bedrock-agentcore:InvokeCodeInterpreter", "bedrock-agentcore:StopCodeInterpreterSession"),
+}

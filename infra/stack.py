@@ -13,6 +13,7 @@ from infra.constructs.auth import SignIn
 from infra.constructs.blobs import BlobBucket
 from infra.constructs.console import ConsoleSite
 from infra.constructs.edge import Edge
+from infra.constructs.environments import HostedEnvironments
 from infra.constructs.functions import Functions
 from infra.constructs.http_api import HttpApi
 from infra.constructs.lifecycle import LifecycleEvents
@@ -59,6 +60,7 @@ class SkyloopStack(cdk.Stack):
             self, "Reconciler", function=self.functions[scheduled.name], config=config
         )
         self.schedules = ScheduledTasks(self, "Schedules", functions=self.functions.by_name)
+        self.environments = HostedEnvironments(self, "Environments", functions=self.functions.by_name)
         streaming = next(f for f in FUNCTIONS if f.streaming)
         self.sign_in = SignIn(self, "SignIn", config=config)
         for name in JWT_FUNCTIONS:

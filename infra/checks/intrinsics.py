@@ -347,6 +347,14 @@ GET_ATT: dict[tuple[str, str], Builder] = {
     ("AWS::Events::Rule", "Arn"): _rule_arn,
     ("AWS::Events::EventBus", "Arn"): lambda wc, p: arn("events", f"event-bus/{_event_bus(wc, p)}"),
     ("AWS::Events::EventBus", "Name"): _event_bus,
+    # a custom code interpreter's id is its name, "-" and 10 characters; its ARN names it under
+    # code-interpreter-custom/ (both as AgentCore shows them; the figure is this stack's assumption)
+    ("AWS::BedrockAgentCore::CodeInterpreterCustom", "CodeInterpreterId"): lambda wc, p: (
+        f"{physical(p, 'Name', 48, wc)}-{filler(10)}"
+    ),
+    ("AWS::BedrockAgentCore::CodeInterpreterCustom", "CodeInterpreterArn"): lambda wc, p: arn(
+        "bedrock-agentcore", f"code-interpreter-custom/{physical(p, 'Name', 48, wc)}-{filler(10)}"
+    ),
     ("AWS::Scheduler::ScheduleGroup", "Arn"): lambda wc, p: arn(
         "scheduler", f"schedule-group/{physical(p, 'Name', 64, wc)}"
     ),

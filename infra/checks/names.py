@@ -69,6 +69,8 @@ NAME_RULES: dict[str, tuple[NameRule, ...]] = {
     "AWS::Events::Rule": (NameRule("Name", 1, 64, r"[.\-_A-Za-z0-9]+"),),
     "AWS::Events::EventBus": (NameRule("Name", 1, 256, r"[/.\-_A-Za-z0-9]+"),),
     "AWS::Scheduler::ScheduleGroup": (NameRule("Name", 1, 64, r"[0-9a-zA-Z\-_.]+"),),
+    # bedrock-agentcore-control CreateCodeInterpreter: [a-zA-Z][a-zA-Z0-9_]{0,47}
+    "AWS::BedrockAgentCore::CodeInterpreterCustom": (NameRule("Name", 1, 48, r"[a-zA-Z][a-zA-Z0-9_]*"),),
     "AWS::SQS::Queue": (NameRule("QueueName", 1, 80, r"[A-Za-z0-9_-]+(\.fifo)?"),),
     "AWS::SNS::Topic": (NameRule("TopicName", 1, 256, r"[A-Za-z0-9_-]+(\.fifo)?"),),
     "AWS::CloudWatch::Alarm": (NameRule("AlarmName", 1, 255),),

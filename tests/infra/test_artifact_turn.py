@@ -307,6 +307,9 @@ class Artifacts:
             "SKYLOOP_SCHEDULE_ROLE_ARN": "arn:aws:iam::123456789012:role/skyloop-artifact-scheduler",
             "SKYLOOP_SCHEDULE_DLQ_ARN": "arn:aws:sqs:us-east-1:123456789012:skyloop-artifact-dlq",
             "SKYLOOP_SCHEDULE_TARGET_ARN": "arn:aws:lambda:us-east-1:123456789012:function:schedule_run",
+            # hosted environments' code interpreters (this turn calls no hosted tool)
+            "SKYLOOP_CODE_INTERPRETER_ID": "Skyloop_sandbox-abcdefghij",
+            "SKYLOOP_CODE_INTERPRETER_PUBLIC_ID": "Skyloop_public-abcdefghij",
         }
         env: dict[str, str] = {}
         for key, value in variables.items():

@@ -35,6 +35,8 @@ ENV = {
     "SKYLOOP_SCHEDULE_GROUP": "skyloop-local",
     "SKYLOOP_SCHEDULE_ROLE_ARN": SCHEDULE_ROLE,
     "SKYLOOP_EVENT_BUS": "skyloop-local",
+    "SKYLOOP_CODE_INTERPRETER_ID": "Skyloop_sandbox-abcdefghij",
+    "SKYLOOP_CODE_INTERPRETER_PUBLIC_ID": "Skyloop_public-klmnopqrst",
     "AWS_DEFAULT_REGION": REGION,
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -327,3 +329,20 @@ def test_every_manifest_function_has_its_deployed_policy() -> None:
             and "execute-api:" not in str(statement.actions)
             and "dynamodb:DescribeStream" not in statement.actions
         ), name
+
+
+def test_code_interpreters_of_the_stack_only() -> None:
+    # the hosted environments' engine: run_tool starts, invokes and stops; the turn only invokes
+    start = {"codeInterpreterIdentifier": "Skyloop_sandbox-abcdefghij", "sessionTimeoutSeconds": 900}
+    _call("run_tool", "bedrock-agentcore", "start_code_interpreter_session", start)
+    invoke = {
+        "codeInterpreterIdentifier": "Skyloop_public-klmnopqrst",
+        "sessionId": "s",
+        "name": "executeCommand",
+    }
+    _call("turn", "bedrock-agentcore", "invoke_code_interpreter", invoke)
+    response = _refused("turn", "bedrock-agentcore", "start_code_interpreter_session", start)
+    assert "code-interpreter-custom/Skyloop_sandbox-abcdefghij" in response["Error"]["Message"]
+    other = {**invoke, "codeInterpreterIdentifier": "someone_elses-0123456789"}
+    _refused("run_tool", "bedrock-agentcore", "invoke_code_interpreter", other)
+    _refused("stream", "bedrock-agentcore", "invoke_code_interpreter", invoke)

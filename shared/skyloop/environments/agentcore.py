@@ -56,11 +56,15 @@ def _search_source() -> str:
 class AgentCoreSandbox:
     """One skyloop session's interpreter session (started, or started again and restored, on demand)."""
 
-    def __init__(self, engine: AgentCoreEngine, session_id: str, network: str) -> None:
+    def __init__(
+        self, engine: AgentCoreEngine, session_id: str, network: str, *, restart: bool = True
+    ) -> None:
         self.engine = engine
         self.session_id = session_id
         self.network = network
+        self.restart = restart  # False: use the session's interpreter session or fail (a snapshot)
         self._interpreter_session: str | None = None
+        self._marked = False
 
     # ---------------------------------------------------------------------------------- the data plane
     def _invoke(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -70,7 +74,7 @@ class AgentCoreSandbox:
             try:
                 return self.engine.invoke(self.network, interpreter_session, name, arguments)
             except SandboxError as exc:
-                if attempt == 1 or getattr(exc, "code", None) not in GONE:
+                if attempt == 1 or not self.restart or getattr(exc, "code", None) not in GONE:
                     raise
         raise SandboxError("the interpreter session could not be reached")  # pragma: no cover
 
@@ -82,6 +86,8 @@ class AgentCoreSandbox:
         if current and not fresh and record.get("network") == self.network:
             self._interpreter_session = str(current)
             return self._interpreter_session
+        if not self.restart:
+            raise InterpreterError("ResourceNotFoundException", "the session has no interpreter session")
         started = self.engine.start(self.network, self.session_id)
         self.engine.restore(started, self.network, self.session_id)
         winner = self.engine.set_session(self.session_id, started, self.network, replacing=current)
@@ -107,6 +113,7 @@ class AgentCoreSandbox:
             f"timeout -s KILL {seconds} /bin/sh -c {shlex.quote(command)}"
         )
         started = time.monotonic()
+        self._changing()
         result = self._invoke("executeCommand", {"command": wrapped})
         structured = result.get("structuredContent") or {}
         output = (structured.get("stdout") or "") + (structured.get("stderr") or "")
@@ -141,7 +148,14 @@ class AgentCoreSandbox:
             raise WorkspaceFull(
                 f"the workspace would hold more than its cap of {self.engine.max_bytes:,} bytes: remove files first"
             )
+        self._changing()
         self.engine.write_files({path: data}, invoke=self._invoke)
+
+    def _changing(self) -> None:
+        """Count a change the next snapshot takes (once per call: commands and writes may change files)."""
+        if not self._marked and self.restart:
+            self.engine.count_change(self.session_id)
+            self._marked = True
 
     def _used_bytes(self) -> int:
         result = self.run(f"du -sb {ROOT} 2>/dev/null | cut -f1", timeout_s=30, env={})
@@ -317,6 +331,26 @@ class AgentCoreEngine:
     def is_ready(self, session_id: str) -> bool:
         return bool(self.record(session_id).get("ready"))
 
+    def count_change(self, session_id: str) -> None:
+        from skyloop.store import codec, keys
+
+        self._client("dynamodb").update_item(
+            TableName=self.table,
+            Key=codec.to_item(keys.environment_key(session_id)),
+            UpdateExpression="ADD changes :one",
+            ExpressionAttributeValues={":one": codec.attr(1)},
+        )
+
+    def _snapshotted(self, session_id: str, changes: int) -> None:
+        from skyloop.store import codec, keys
+
+        self._client("dynamodb").update_item(
+            TableName=self.table,
+            Key=codec.to_item(keys.environment_key(session_id)),
+            UpdateExpression="SET snapshotted = :c",
+            ExpressionAttributeValues={":c": codec.attr(changes)},
+        )
+
     def mark_ready(self, session_id: str) -> None:
         from skyloop.store import codec, keys
 
@@ -347,11 +381,21 @@ class AgentCoreEngine:
         from skyloop.store import keys
 
         record = self.record(session_id)
-        if not self.bucket or not record.get("interpreter_session"):
-            return 0
+        changes = int(record.get("changes") or 0)
+        if (
+            not self.bucket
+            or not record.get("interpreter_session")
+            or changes <= int(record.get("snapshotted") or 0)
+        ):
+            return 0  # nothing ran since the last snapshot
         network = str(record.get("network") or "none")
-        sandbox = self.sandbox(session_id, network=network)
-        now = sandbox.manifest_now()
+        sandbox = AgentCoreSandbox(self, session_id, network, restart=False)
+        try:
+            now = sandbox.manifest_now()
+        except InterpreterError as exc:
+            if exc.code in GONE:  # stopped meanwhile: what it held since the last snapshot is gone with it
+                return 0
+            raise
         before = self._manifest(session_id)
         changed = [p for p, meta in now.items() if before.get(p, {}).get("sha256") != meta["sha256"]]
         prefix = keys.workspace_blob_prefix(session_id)
@@ -363,6 +407,7 @@ class AgentCoreEngine:
                 s3.put_object(Bucket=self.bucket, Key=f"{prefix}blobs/{digest}", Body=data)
         if changed or set(before) != set(now):
             s3.put_object(Bucket=self.bucket, Key=prefix + MANIFEST, Body=json.dumps(now).encode())
+        self._snapshotted(session_id, changes)  # a change counted meanwhile stays for the next one
         return len(changed)
 
     def restore(self, interpreter_session: str, network: str, session_id: str) -> None:

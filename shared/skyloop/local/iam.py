@@ -74,7 +74,9 @@ SERVICE_PREFIX = {
     "sqs": "sqs",
     "iam": "iam",
     "apigatewaymanagementapi": "execute-api",
+    "bedrock-agentcore": "bedrock-agentcore",  # the code interpreters of hosted environments
 }
+INTERPRETER = "AWS::BedrockAgentCore::CodeInterpreterCustom"
 # Settings whose defaults the local stack runs with when its environment does not set them
 ENV_DEFAULTS = {"SKYLOOP_SECRETS_PREFIX": "skyloop/agents", "SKYLOOP_TOOL_SECRETS_PREFIX": "skyloop/tools"}
 SECRET_SUFFIX = "-AbCdEf"
@@ -129,12 +131,21 @@ def _arn(kind: str, name: str, region: str, account: str) -> str:
         return f"arn:{PARTITION}:iam::{account}:role/{name}"
     if kind == "AWS::StepFunctions::StateMachine":
         return name
+    if kind == INTERPRETER:  # its "Ref" here is its id (what the functions' environment names)
+        return interpreter_arn(name, region, account)
     raise Unresolved(f"no ARN rule for {kind}")
+
+
+def interpreter_arn(identifier: str, region: str, account: str) -> str:
+    """A custom code interpreter's ARN (``code-interpreter-custom/<id>``, as AgentCore shows it)."""
+    if identifier.startswith("arn:"):
+        return identifier
+    return f"arn:{PARTITION}:bedrock-agentcore:{region}:{account}:code-interpreter-custom/{identifier}"
 
 
 def _ref_from(kind: str, attribute: str, value: str) -> str:
     """A resource's ``Ref`` from the attribute its environment variable holds."""
-    if attribute == "Ref":
+    if attribute == "Ref" or (kind == INTERPRETER and attribute == "CodeInterpreterId"):
         return value
     if attribute == "Arn":
         if kind == "AWS::IAM::Role":
@@ -199,7 +210,7 @@ class Resolver:
             if source["attribute"] == attribute and "pattern" not in source and self.env.get(source["env"]):
                 return self.env[source["env"]]
         ref = self.ref(logical_id)
-        if attribute == "Arn":
+        if attribute == "Arn" or (locator["type"] == INTERPRETER and attribute == "CodeInterpreterArn"):
             return _arn(locator["type"], ref, self.region, self.account)
         if attribute == "Name" and locator["type"] == "AWS::StepFunctions::StateMachine":
             return ref.split(":")[6]
@@ -635,29 +646,34 @@ def _sqs(op: str, params: dict[str, Any], region: str, account: str) -> list[Req
     return [Request(f"sqs:{action}", queue_arn(url, region) if url else "*")]
 
 
+def _agentcore(op: str, params: dict[str, Any], region: str, account: str) -> list[Request]:
+    identifier = str(params.get("codeInterpreterIdentifier") or "*")
+    return [Request(f"bedrock-agentcore:{op}", interpreter_arn(identifier, region, account))]
+
+
+_MODELLED: dict[str, Any] = {
+    "dynamodb": _dynamodb,
+    "s3": lambda op, params, _region, _account: _s3(op, params),
+    "lambda": _lambda,
+    "secretsmanager": _secrets,
+    "scheduler": _scheduler,
+    "events": _events,
+    "sqs": _sqs,
+    "bedrock-agentcore": _agentcore,
+    # what it names is in its endpoint's URL: checked when the request is built (check_url)
+    "apigatewaymanagementapi": lambda *_: [],
+}
+
+
 def requests_for(
     service: str, op: str, params: dict[str, Any], region: str, *, env: dict[str, str] | None = None
 ) -> list[Request]:
     """What IAM authorizes for one call (AWS's Service Authorization Reference, per operation)."""
-    account = _account()
-    if service == "dynamodb":
-        return _dynamodb(op, params, region, account)
-    if service == "s3":
-        return _s3(op, params)
     if service == "stepfunctions":
         return _states(op, params, env if env is not None else dict(os.environ))
-    if service == "lambda":
-        return _lambda(op, params, region, account)
-    if service == "secretsmanager":
-        return _secrets(op, params, region, account)
-    if service == "scheduler":
-        return _scheduler(op, params, region, account)
-    if service == "events":
-        return _events(op, params, region, account)
-    if service == "sqs":
-        return _sqs(op, params, region, account)
-    if service == "apigatewaymanagementapi":
-        return []  # what it names is in its endpoint's URL: checked when the request is built (check_url)
+    modelled = _MODELLED.get(service)
+    if modelled is not None:
+        return modelled(op, params, region, _account())
     return [Request(f"{SERVICE_PREFIX.get(service, service)}:{op}", "*")]
 
 

@@ -155,6 +155,10 @@ def run(
         output_tokens=tokens.output_tokens,
         cost_micros=price.cost_micros(tokens.input_tokens, tokens.output_tokens) if price else 0,
     )
+    if nxt == "finish_turn":
+        from skyloop.turns.steps import keep_workspace
+
+        keep_workspace(store, turn.session_id, agent)  # a cloud workspace is kept before its turn ends
     finished = nxt == "finish_turn" and finish_with_result(store, batch, chain, agent, turn, tokens, consumed)
     if not finished:
         chain.append(store, batch)

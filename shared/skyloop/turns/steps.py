@@ -234,15 +234,14 @@ def finish_turn(store: Store, state: TurnState) -> TurnState:
     except NotFoundError:
         return state.model_copy(update={"next": "stop"})
     agent = agent_of(store, turn)
-    out = lifecycle.finish_or_continue(
+    keep_workspace(store, state.session_id, agent)  # before the turn ends: its files are kept when it has
+    return lifecycle.finish_or_continue(
         store, state, model=agent.name, created_at=turn.created_at, usage=turn.usage()
     )
-    _keep_workspace(store, state.session_id, agent)
-    return out
 
 
-def _keep_workspace(store: Store, session_id: str, agent: Agent) -> None:
-    """The end of a turn: a cloud workspace is snapshotted (the local engine's is on disk already)."""
+def keep_workspace(store: Store, session_id: str, agent: Agent) -> None:
+    """The end of a turn: a cloud workspace that changed is snapshotted (the local engine's is on disk)."""
     from skyloop import deps
     from skyloop.environments import service
     from skyloop.environments.spec import environment_of

@@ -1,0 +1,167 @@
+"""Hosted tools as the cloud runs them: the Lambda-shaped handlers on moto, the real boto3
+``bedrock-agentcore`` client against a loopback fake of the Code Interpreter data plane
+(``tests/agentcore_fake.py``: every request validated against botocore's model, answers in AWS's
+event-stream framing), snapshots in moto's S3, and every call held to the role the stack deploys
+(the local IAM check the ``aws`` fixture installs).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from skyloop import deps, sessions
+from skyloop.models.agent import AgentSpec
+from skyloop.store import keys
+from tests.agentcore_fake import PUBLIC_ID, SANDBOX_ID, AgentCoreFake
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from skyloop.models.session import Session
+    from tests.integration.conftest import Api, MockLLM, Stack
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="the fake runs commands in bubblewrap")
+HOSTED = {name: {"type": "hosted"} for name in ("Bash", "Read", "Write", "Edit", "Glob", "Grep")}
+
+
+@pytest.fixture
+def fake(aws: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[AgentCoreFake]:
+    server = AgentCoreFake().start()
+    monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_AGENTCORE", server.url)
+    monkeypatch.setenv("SKYLOOP_HOSTED_ENGINE", "agentcore")
+    monkeypatch.setenv("SKYLOOP_CODE_INTERPRETER_ID", SANDBOX_ID)
+    monkeypatch.setenv("SKYLOOP_CODE_INTERPRETER_PUBLIC_ID", PUBLIC_ID)
+    deps.get_settings.cache_clear()
+    deps.client.cache_clear()  # the next bedrock-agentcore client reads the endpoint
+    try:
+        yield server
+    finally:
+        server.stop()
+        deps.get_settings.cache_clear()
+        deps.client.cache_clear()
+
+
+def hosted_session(aws: Stack, model: str, **environment: Any) -> Session:
+    spec = AgentSpec.model_validate(
+        {
+            "name": f"cloud-{uuid.uuid4().hex[:8]}",
+            "prompt": "Use your tools.",
+            "executor": {
+                "harness": "openai-agents",
+                "model": model,
+                "auth": {"api_key": "mock-key", "base_url": aws.mock_llm.base_url},
+            },
+            "tools": HOSTED,
+            "environment": {"type": "hosted", **environment},
+        }
+    )
+    agent = deps.register_agent(spec)
+    return sessions.create_session(aws.store, agent, sessions.Runners(deps.get_settings().default_runner_id))
+
+
+def call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
+    return {"call_id": call_id, "name": name, "arguments": arguments}
+
+
+def outputs(aws: Stack, session_id: str) -> dict[str, str]:
+    return {
+        i.data["call_id"]: i.data["output"]
+        for i in aws.store.list_items(session_id)
+        if i.type == "function_call_output"
+    }
+
+
+def run_turn(aws: Stack, api: Api, session_id: str, text: str = "go") -> None:
+    before = aws.store.get_session(session_id).last_seq
+    assert api.post_message(session_id, text).status == 202
+    aws.wait_for_event(
+        session_id,
+        lambda e: e.seq > before and e.type == "session.status" and e.data["status"] == "idle",
+        what="the turn's end",
+    )
+
+
+def manifest(aws: Stack, session_id: str) -> dict[str, Any]:
+    got = deps.client("s3").get_object(
+        Bucket=aws.resources.blob_bucket, Key=keys.workspace_blob_prefix(session_id) + "manifest.json"
+    )
+    return json.loads(got["Body"].read())  # type: ignore[no-any-return]
+
+
+def test_a_hosted_turn_runs_in_an_interpreter_session_snapshots_and_resumes_after_it_is_gone(
+    aws: Stack, api: Api, mock_llm: MockLLM, fake: AgentCoreFake
+) -> None:
+    key = mock_llm.script(
+        {"tool_calls": [call("w", "Write", file_path="src/app.py", content="print('hello')\n")]},
+        {"tool_calls": [call("b", "Bash", command="python3 src/app.py && ls src")]},
+        {"tool_calls": [call("e", "Edit", file_path="src/app.py", old_string="hello", new_string="again")]},
+        {"tool_calls": [call("r", "Read", file_path="/workspace/src/app.py")]},
+        {"tool_calls": [call("g", "Grep", pattern="again", output_mode="content")]},
+        {"tool_calls": [call("l", "Glob", pattern="**/*.py")]},
+        {"text": "done"},
+        {"tool_calls": [call("r2", "Bash", command="cat src/app.py")]},
+        {"text": "still there"},
+    )
+    session = hosted_session(aws, key)
+    run_turn(aws, api, session.id)
+    seen = outputs(aws, session.id)
+    assert seen["w"] == "Successfully wrote /workspace/src/app.py"
+    assert seen["b"] == "hello\napp.py"
+    assert seen["e"] == "Replaced 1 occurrence(s) in /workspace/src/app.py"
+    assert seen["r"] == "1\tprint('again')"
+    assert seen["g"] == "/workspace/src/app.py:1:print('again')"
+    assert seen["l"] == "/workspace/src/app.py"
+    # one interpreter session, in the SANDBOX interpreter (network: none), reused for every call
+    starts = [p for op, p in fake.calls if op == "StartCodeInterpreterSession"]
+    assert [p["codeInterpreterIdentifier"] for p in starts] == [SANDBOX_ID]
+    assert {p["name"] for p in fake.tool_calls("executeCommand")} == {"executeCommand"}
+    assert fake.tool_calls("writeFiles")
+    assert fake.tool_calls("readFiles")
+    # the turn's end snapshotted the workspace to the bucket
+    snapshot = manifest(aws, session.id)
+    assert set(snapshot) == {"src/app.py"}
+    listed = api.get(f"/v1/sessions/{session.id}/workspace").body
+    assert [e["path"] for e in listed["data"]] == ["/workspace/src/app.py"]
+    # AgentCore stops the idle interpreter session: the next turn starts another and restores the files
+    (first,) = fake.sessions
+    fake.expire(first)
+    run_turn(aws, api, session.id, "again")
+    assert outputs(aws, session.id)["r2"] == "print('again')"
+    assert len([1 for op, _ in fake.calls if op == "StartCodeInterpreterSession"]) == 2
+    # a fork starts from the snapshot; a delete stops the session's interpreter session
+    fork = api.post_json(f"/v1/sessions/{session.id}/fork", {})
+    assert fork.status == 201, fork.body
+    assert set(manifest(aws, fork.body["id"])) == {"src/app.py"}
+    assert api.call("DELETE", f"/v1/sessions/{session.id}").status == 200
+    assert [op for op, _ in fake.calls][-1] == "StopCodeInterpreterSession"
+    assert not fake.sessions  # the only live one was the deleted session's
+
+
+def test_network_public_runs_in_the_public_interpreter(
+    aws: Stack, api: Api, mock_llm: MockLLM, fake: AgentCoreFake
+) -> None:
+    key = mock_llm.script({"tool_calls": [call("b", "Bash", command="echo hi")]}, {"text": "ok"})
+    session = hosted_session(aws, key, network="public")
+    run_turn(aws, api, session.id)
+    assert outputs(aws, session.id)["b"] == "hi"
+    starts = [p for op, p in fake.calls if op == "StartCodeInterpreterSession"]
+    assert [p["codeInterpreterIdentifier"] for p in starts] == [PUBLIC_ID]
+
+
+def test_an_unreachable_interpreter_is_the_calls_output_not_a_failed_turn(
+    aws: Stack, api: Api, mock_llm: MockLLM, fake: AgentCoreFake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SKYLOOP_CODE_INTERPRETER_ID", "no_such_interpreter-0000000000")
+    deps.get_settings.cache_clear()
+    key = mock_llm.script({"tool_calls": [call("b", "Bash", command="echo hi")]}, {"text": "ok"})
+    session = hosted_session(aws, key)
+    run_turn(aws, api, session.id)
+    output = outputs(aws, session.id)["b"]
+    assert output.startswith("Error: ")
+    assert "code interpreter" in output
+    assert aws.store.get_session(session.id).status == "idle"
