@@ -12,6 +12,7 @@ scenarios run against ``skyloop dev`` in ``tests/compat/test_openai_agents.py``.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -100,6 +101,11 @@ def test_streamed_create_with_tool_handlers(target: Target) -> None:
 
 def test_streamed_create_answers_303_to_its_stream(target: Target) -> None:
     scenarios.streamed_create_answers_303_to_its_stream(target)
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="hosted tools run in bubblewrap")
+def test_openai_hosted_environment_runs_command_executions(target: Target) -> None:
+    scenarios.openai_hosted_environment_runs_command_executions(target)
 
 
 def test_cancel_while_parked(target: Target) -> None:

@@ -339,9 +339,33 @@ def unsupported_features(target: Target) -> None:
     agent_id = scripted_agent(target, TOOL_SCRIPT)
     cases: list[tuple[str, Any]] = [
         (
-            "OpenAI-hosted environments",
+            "installing packages",
             lambda: agents.sessions.create(
-                environment={"type": "openai_hosted"}, agent_id=agent_id, input="x"
+                environment={"type": "openai_hosted", "packages": {"python": ["requests"]}},
+                agent_id=agent_id,
+                input="x",
+            ),
+        ),
+        (
+            "network restrictions by domain",
+            lambda: agents.sessions.create(
+                environment={
+                    "type": "openai_hosted",
+                    "network": {"access": "restricted", "allowed_domains": ["a.b"]},
+                },
+                agent_id=agent_id,
+                input="x",
+            ),
+        ),
+        (
+            "files by OpenAI file id",
+            lambda: agents.sessions.create(
+                environment={
+                    "type": "openai_hosted",
+                    "files": [{"type": "file_id", "file_id": "f", "path": "/workspace/a"}],
+                },
+                agent_id=agent_id,
+                input="x",
             ),
         ),
         ("web search", lambda: agents.create(model="gpt-4.1-mini", tools=[{"type": "web_search"}])),
@@ -430,6 +454,73 @@ def streamed_create_answers_303_to_its_stream(target: Target) -> None:
         bad = http.get(f"{target.base_url}/openai/v1/agents/sessions/{session_id}/events?created=later")
         assert bad.status_code == 400
         assert "turn, session" in bad.json()["error"]["message"]
+
+
+HOSTED_SCRIPT = [
+    {
+        "tool_calls": [
+            {"name": "Bash", "arguments": {"command": "cat notes.txt; echo $GREETING; cat made.txt"}}
+        ]
+    },
+    {"text": "The command said: {{output}}"},
+]
+
+
+def openai_hosted_environment_runs_command_executions(target: Target) -> None:
+    """``environment: openai_hosted`` is skyloop's hosted environment: the turn's Bash calls run in the
+    session's workspace with no client, as ``command_execution`` items (files, env and setup applied)."""
+    import base64
+
+    client = target.client()
+    agent_id = scripted_agent(target, HOSTED_SCRIPT)
+    environment = {
+        "type": "openai_hosted",
+        "network": {"access": "disabled"},
+        "files": [
+            {
+                "type": "inline",
+                "path": "/workspace/notes.txt",
+                "data": base64.b64encode(b"from a file\n").decode(),
+            }
+        ],
+        "env": {"GREETING": "from env"},
+        "setup_commands": [{"command": "echo from setup > made.txt"}],
+    }
+    stream = client.beta.agents.sessions.create(
+        environment=environment, agent_id=agent_id, input="go", stream=True
+    )
+    events = list(stream)
+    session_id = events[0].session.id
+    added = [
+        e.item
+        for e in events
+        if e.type == "agent.session.turn.item.added" and e.item.type == "command_execution"
+    ]
+    done = [
+        e.item
+        for e in events
+        if e.type == "agent.session.turn.item.done" and e.item.type == "command_execution"
+    ]
+    assert [a.status for a in added] == ["in_progress"]
+    assert len(done) == 1
+    assert done[0].id == added[0].id
+    assert done[0].command == "cat notes.txt; echo $GREETING; cat made.txt"
+    assert done[0].exit_code == 0
+    assert done[0].status == "completed"
+    assert done[0].output == "from a file\nfrom env\nfrom setup"
+    assert done[0].cwd == "/workspace"
+    assert isinstance(done[0].duration_ms, int)
+    deltas = [e for e in events if e.type == "agent.output.command_execution_output.delta"]
+    assert "".join(d.delta for d in deltas).startswith("from a file")
+    assert all(d.item_id == added[0].id for d in deltas)
+    assert events[-1].type == "agent.session.idle"
+    # the session says what environment it has, and its items list the command as one item
+    session = client.beta.agents.sessions.retrieve(session_id)
+    assert session.environment.type == "openai_hosted"
+    assert session.environment.network.access == "disabled"
+    assert [f.path for f in session.environment.files] == ["/workspace/notes.txt"]
+    kinds = [i.type for i in client.beta.agents.sessions.items.list(session_id)]
+    assert kinds == ["message", "command_execution", "message"]
 
 
 def cancel_while_parked(target: Target) -> None:

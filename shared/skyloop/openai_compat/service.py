@@ -166,6 +166,12 @@ def create_session(body: SessionCreate, idempotency_key: str | None) -> dict[str
         _require_price_spec(spec, limit)
         agent = oa_agents.register(spec, keep_key_of=base)
     _require_price(agent, None, limit)
+    hosted = None
+    if body.environment.type == "openai_hosted":
+        from skyloop.openai_compat import environments
+
+        hosted = environments.hosted_environment(body.environment)
+        agent = environments.with_hosted_tools(agent)
     quotas.before_session(store, deps.get_settings(), principals.current().name)
     session = sessions.create_session(
         store,
@@ -173,6 +179,7 @@ def create_session(body: SessionCreate, idempotency_key: str | None) -> dict[str
         deps.runners(),
         labels=dict(body.metadata or {}),
         workspace=body.environment.workspace_directory if body.environment.type == "self_hosted" else None,
+        environment=hosted,
     )
     if limit is not None:
         session = store.update_session(session.id, {"spend_limit_cents": limit})
@@ -328,7 +335,18 @@ def tool_output(event: Any) -> str:
 # ------------------------------------------------------------------------- items, turns
 def _items(store: Store, session: Session) -> list[dict[str, Any]]:
     items = store.list_items(session.id, through_seq=session.last_seq)
-    return [views.item_object(i, t) for i, t in zip(items, views.turn_ids(items, session), strict=True)]
+    pairs = zip(items, views.turn_ids(items, session), strict=True)
+    # a hosted command is one command_execution item (its output's), not a function call and an output
+    commands = {
+        i.data.get("call_id")
+        for i in items
+        if i.type == "function_call_output" and (i.data.get("details") or {}).get("kind") == "command"
+    }
+    return [
+        views.item_object(i, t)
+        for i, t in pairs
+        if not (i.type == "function_call" and i.data.get("call_id") in commands)
+    ]
 
 
 def list_items(

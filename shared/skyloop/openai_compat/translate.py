@@ -31,6 +31,7 @@ stream keeps its connection alive with SSE comments).
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,16 @@ class Context:
         from skyloop.openai_compat.agents import openai_id
 
         return openai_id(self.agent)
+
+    @property
+    def hosted_bash(self) -> bool:
+        """Whether the session's Bash calls run in its hosted environment (``command_execution`` items)."""
+        from skyloop.environments.spec import environment_of
+        from skyloop.tools.declared import declared_tools
+
+        if environment_of(self.agent.spec, self.session.environment) is None:
+            return False
+        return "Bash" in declared_tools(self.agent.spec.tools).hosted
 
 
 # A streamed create's events stream (the API's 303 names it; the stream function serves it): the
@@ -167,19 +178,8 @@ def translate(event: StoredEvent, ctx: Context, *, turn_hint: str | None = None)
                 "turn": _turn(ctx, rid, "in_progress", response),
             }
         )
-    elif kind == ev.RESPONSE_TEXT_DELTA:
-        rid = str(data.get("response_id") or "")
-        out.append(
-            {
-                "type": "agent.session.turn.output_text.delta",
-                "session_id": sid,
-                "turn_id": rid,
-                "item_id": str(data.get("message_id") or ""),
-                "output_index": 0,
-                "content_index": 0,
-                "delta": str(data.get("delta", "")),
-            }
-        )
+    elif kind in (ev.RESPONSE_TEXT_DELTA, ev.RESPONSE_OUTPUT_DELTA):
+        out.append(_delta(kind, data, ctx, turn_hint))
     elif kind == ev.RESPONSE_ITEM_DONE:
         out += _item_done(data.get("item") or {}, ctx)
     elif kind == ev.ELICITATION_REQUEST:
@@ -214,7 +214,102 @@ def translate(event: StoredEvent, ctx: Context, *, turn_hint: str | None = None)
     return [{**payload, "event_id": event_id(event.seq, k)} for k, payload in enumerate(out)]
 
 
+def _delta(kind: str, data: dict[str, Any], ctx: Context, turn_hint: str | None) -> dict[str, Any]:
+    """A model's text as it streams, or a hosted command's output as it runs."""
+    sid = ctx.session.id
+    if kind == ev.RESPONSE_TEXT_DELTA:
+        rid = str(data.get("response_id") or "")
+        return {
+            "type": "agent.session.turn.output_text.delta",
+            "session_id": sid,
+            "turn_id": rid,
+            "item_id": str(data.get("message_id") or ""),
+            "output_index": 0,
+            "content_index": 0,
+            "delta": str(data.get("delta", "")),
+        }
+    return {
+        "type": "agent.output.command_execution_output.delta",
+        "session_id": sid,
+        "turn_id": turn_hint or ctx.session.active_response_id or ctx.session.last_response_id or "",
+        "item_id": command_item_id(str(data.get("call_id", ""))),
+        "output_index": 0,
+        "delta": str(data.get("delta", "")),
+    }
+
+
+def command_item_id(call_id: str) -> str:
+    """A hosted command's ``command_execution`` item: one id from its start to its output."""
+    return f"ce_{call_id}"
+
+
+def command_item(
+    call_id: str, command: str, turn_id: str, *, details: dict[str, Any] | None, output: str | None
+) -> dict[str, Any]:
+    done = details is not None
+    return {
+        "id": command_item_id(call_id),
+        "type": "command_execution",
+        "command": command,
+        "cwd": "/workspace",
+        "duration_ms": (details or {}).get("duration_ms"),
+        "exit_code": (details or {}).get("exit_code"),
+        "output": output,
+        "status": ("completed" if (details or {}).get("exit_code") == 0 else "failed")
+        if done
+        else "in_progress",
+        "turn_id": turn_id,
+    }
+
+
+def _command_events(item: dict[str, Any], ctx: Context) -> list[dict[str, Any]] | None:
+    """A hosted Bash call's events as ``command_execution`` ones; None for any other item."""
+    sid = ctx.session.id
+    rid = str(item.get("response_id") or "")
+    kind = item.get("type")
+    details = item.get("details") if isinstance(item.get("details"), dict) else None
+    if kind == "function_call_output" and details is not None and details.get("kind") == "command":
+        done = command_item(
+            str(item.get("call_id", "")),
+            str(details.get("command", "")),
+            rid,
+            details=details,
+            output=str(item.get("output", "")),
+        )
+        return [
+            {
+                "type": "agent.session.turn.item.done",
+                "session_id": sid,
+                "turn_id": rid,
+                "item": done,
+                "output_index": 0,
+            },
+            {"type": "agent.session.in_progress", "session": _session(ctx, "in_progress")},
+        ]
+    if kind != "function_call" or item.get("name") != "Bash" or not ctx.hosted_bash:
+        return None
+    if item.get("status") != "in_progress":
+        return []  # published with its output: the command_execution item is done with that
+    try:
+        command = str(json.loads(str(item.get("arguments") or "{}")).get("command", ""))
+    except (ValueError, AttributeError):
+        command = ""
+    started = command_item(str(item.get("call_id", "")), command, rid, details=None, output=None)
+    return [
+        {
+            "type": "agent.session.turn.item.added",
+            "session_id": sid,
+            "turn_id": rid,
+            "item": started,
+            "output_index": 0,
+        }
+    ]
+
+
 def _item_done(item: dict[str, Any], ctx: Context) -> list[dict[str, Any]]:
+    commands = _command_events(item, ctx)
+    if commands is not None:
+        return commands
     sid = ctx.session.id
     rid = str(item.get("response_id") or "")
     kind = item.get("type")

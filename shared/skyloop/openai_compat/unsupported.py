@@ -92,13 +92,33 @@ def check_agent(config: AgentConfig | SessionAgentUpdate, where: str = "") -> No
         raise UnsupportedFeatureError("time awareness", param=f"{where}experimental.time_awareness")
 
 
+# An openai_hosted environment becomes skyloop's hosted one (skyloop.environments); what has no
+# counterpart there is refused by name.
+HOSTED_FIELDS = {"type", "network", "files", "env", "setup_commands", "capability_directories"}
+HOSTED_FEATURES = {
+    "packages": "installing packages into the environment (run them as setup_commands)",
+    "container_size": "choosing a container size",
+    "desktop": "a desktop and browser proxy",
+    "environment_id": "attaching an existing prewarmed environment",
+    "environment_template_id": "environment templates",
+    "plugins": "plugins",
+    "skills": "skills",
+}
+
+
 def check_environment(environment: Environment) -> None:
-    if environment.type == "openai_hosted":
-        raise UnsupportedFeatureError(
-            "OpenAI-hosted environments",
-            param="environment",
-            detail='use {"type": "none"} or {"type": "self_hosted"} (your client runs the tools)',
-        )
+    if environment.type != "openai_hosted":
+        return
+    extra = environment.model_extra or {}
+    for name, value in extra.items():
+        if value in (None, [], {}):
+            continue
+        if name in HOSTED_FEATURES:
+            raise UnsupportedFeatureError(HOSTED_FEATURES[name], param=f"environment.{name}")
+        if name not in HOSTED_FIELDS:
+            raise UnsupportedFeatureError(f"environment.{name}", param=f"environment.{name}")
+    if environment.capability_directories:
+        raise UnsupportedFeatureError("capability directories", param="environment.capability_directories")
 
 
 def check_session_options(review: str | None, vault_ids: list[str] | None) -> None:

@@ -124,6 +124,28 @@ def status_of(session: Session, actions: list[dict[str, Any]]) -> str:
 
 
 def environment(session: Session) -> dict[str, Any]:
+    if session.environment is not None:  # openai_hosted: skyloop's hosted environment
+        return {
+            "type": "openai_hosted",
+            "id": f"env_{session.id}",
+            "capability_directories": [],
+            "files": [
+                {
+                    "type": "inline",
+                    "id": f"file_{n}",
+                    "path": f"/workspace/{f.path.lstrip('/').removeprefix('workspace/')}",
+                    "size_bytes": len(f.content.encode()),
+                }
+                for n, f in enumerate(session.environment.files)
+            ],
+            "network": {
+                "access": "enabled" if session.environment.network == "public" else "disabled",
+                "allowed_domains": [],
+            },
+            "packages": {"npm": [], "python": [], "system": []},
+            "plugins": [],
+            "skills": [],
+        }
     if session.workspace:
         return {
             "type": "self_hosted",
@@ -217,6 +239,17 @@ def item_object(item: ConversationItem, turn_id: str) -> dict[str, Any]:
             "status": "completed",
             "turn_id": turn_id,
         }
+    details = data.get("details")
+    if isinstance(details, dict) and details.get("kind") == "command":
+        from skyloop.openai_compat.translate import command_item
+
+        return command_item(
+            str(data.get("call_id", "")),
+            str(details.get("command", "")),
+            turn_id,
+            details=details,
+            output=str(data.get("output", "")),
+        )
     return {
         "id": item.id,
         "type": "function_call_output",
