@@ -67,6 +67,7 @@ class AgentCoreFake:
         self.interpreters = {SANDBOX_ID: "none", PUBLIC_ID: "public"}
         self.sessions: dict[str, FakeSession] = {}
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.tasks: dict[str, dict[str, Any]] = {}
         self.tmp = Path(tempfile.mkdtemp(prefix="agentcore-fake-"))
         self.lock = threading.Lock()
         self.url = ""
@@ -209,6 +210,28 @@ class AgentCoreFake:
                 },
                 "isError": bool(result.exit_code),
             }
+        elif tool == "startCommandExecution":
+            task_id = uuid.uuid4().hex
+            command = str(arguments.get("command", ""))
+            self.tasks[task_id] = {"taskStatus": "working"}
+
+            def run() -> None:
+                result = sandbox.run(command, timeout_s=3600, env={})
+                self.tasks[task_id] = {
+                    "taskStatus": "completed",
+                    "stdout": result.output,
+                    "stderr": "",
+                    "exitCode": result.exit_code if result.exit_code is not None else 137,
+                    "executionTime": result.duration_ms / 1000,
+                }
+
+            threading.Thread(target=run, daemon=True).start()
+            body = {"content": [], "structuredContent": {"taskId": task_id, "taskStatus": "submitted"}}
+        elif tool == "getTask":
+            found = self.tasks.get(str(arguments.get("taskId")))
+            if found is None:
+                return _stream(_eventstream.exception("resourceNotFoundException", "no such task"))
+            body = {"content": [], "structuredContent": {"taskId": arguments["taskId"], **found}}
         elif tool == "readFiles":
             body = self._read(sandbox, arguments.get("paths") or [])
         elif tool == "writeFiles":

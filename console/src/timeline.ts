@@ -3,9 +3,17 @@
 // replaced per change (so unchanged rows keep their identity), and `version` tells the view to
 // re-render.
 
-import type { Item, StreamEvent, Usage, WaitingCall } from "./types";
+import type { Item, StreamEvent, ToolDetails, Usage, WaitingCall } from "./types";
+
+export type { ToolDetails } from "./types";
 
 export type ToolStatus = "running" | "waiting" | "approval" | "denied" | "done" | "cancelled";
+
+/** Where a call runs: the server (hosted, Lambda, MCP tools), the client (answered by someone), or not known. */
+export type ToolRunsOn = "server" | "client" | null;
+
+/** What the live output of one call keeps while it streams (the server sends at most 64,000 characters). */
+export const LIVE_OUTPUT_MAX_CHARS = 200_000;
 
 export type Entry =
   | { kind: "user"; key: string; text: string }
@@ -17,6 +25,10 @@ export type Entry =
       name: string;
       arguments: string;
       output: string | null;
+      /** A running hosted command's output so far (function_call_output deltas); "" once the output item is in. */
+      live: string;
+      details: ToolDetails | null;
+      runsOn: ToolRunsOn;
       status: ToolStatus;
       elicitationId: string | null;
       responseId: string | null;
@@ -29,6 +41,28 @@ export type EntryOf<K extends Entry["kind"]> = Extract<Entry, { kind: K }>;
 
 const INTERRUPT_MARKER = "[System: interrupted]";
 const CANCELLED_OUTPUT = "[Cancelled";
+
+function formatDuration(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  const minutes = Math.floor(ms / 60_000);
+  return `${minutes} min ${Math.round((ms % 60_000) / 1000)} s`;
+}
+
+/** One line about a finished server call: "exit 0 · 12 ms", "timed out · 2.0 s", or a file tool's path. */
+export function detailsText(details: ToolDetails | null): string {
+  if (!details) return "";
+  const parts: string[] = [];
+  if (details.kind === "command" || details.exit_code !== undefined) {
+    if (details.timed_out) parts.push("timed out");
+    else if (typeof details.exit_code === "number") parts.push(`exit ${details.exit_code}`);
+    else if (details.exit_code === null) parts.push("killed");
+  } else if (details.path) {
+    parts.push(details.path);
+  }
+  if (typeof details.duration_ms === "number") parts.push(formatDuration(details.duration_ms));
+  return parts.join(" · ");
+}
 
 export function itemText(content: Item["content"]): string {
   if (typeof content === "string") return content;
@@ -114,6 +148,9 @@ export class Timeline {
       name: "",
       arguments: "",
       output: null,
+      live: "",
+      details: null,
+      runsOn: null,
       status: "running",
       elicitationId: null,
       responseId: null,
@@ -157,8 +194,12 @@ export class Timeline {
     if (item.type === "function_call" && item.call_id) {
       const tool = this.tool(item.call_id);
       const status: ToolStatus = item.status === "action_required" ? "waiting" : tool.output !== null ? "done" : tool.status;
+      // a client call is parked `action_required`; a server call is announced `in_progress` while it runs
+      const runsOn: ToolRunsOn =
+        item.status === "action_required" ? "client" : item.status === "in_progress" ? "server" : tool.runsOn;
       this.put({
         ...tool,
+        runsOn,
         name: item.name ?? tool.name,
         arguments: item.arguments ?? tool.arguments,
         status,
@@ -169,7 +210,15 @@ export class Timeline {
     if (item.type === "function_call_output" && item.call_id) {
       const tool = this.tool(item.call_id);
       const output = item.output ?? "";
-      this.put({ ...tool, output, status: output.startsWith(CANCELLED_OUTPUT) ? "cancelled" : "done" });
+      const details = item.details && typeof item.details === "object" ? item.details : null;
+      this.put({
+        ...tool,
+        output,
+        live: "", // the whole (capped) output replaces what streamed
+        details,
+        runsOn: details ? "server" : tool.runsOn,
+        status: output.startsWith(CANCELLED_OUTPUT) ? "cancelled" : "done",
+      });
       return;
     }
     const entry = this.itemEntry(item);
@@ -193,6 +242,7 @@ export class Timeline {
         name: tool.name || call.name,
         arguments: tool.arguments || call.arguments,
         status: call.kind === "approval" ? "approval" : "waiting",
+        runsOn: call.kind === "client" ? "client" : tool.runsOn,
         elicitationId: call.elicitation_id,
         responseId: call.response_id,
       });
@@ -219,6 +269,16 @@ export class Timeline {
         const current = this.get(key);
         const text = (current?.kind === "assistant" ? current.text : "") + str(data.delta);
         this.put({ kind: "assistant", key, text, streaming: true, responseId: rid });
+        return;
+      }
+      case "response.function_call_output.delta": {
+        // a hosted command's output while it runs: shown until its function_call_output item replaces it
+        const callId = str(data.call_id);
+        if (!callId) return;
+        const tool = this.tool(callId);
+        if (tool.output !== null) return; // the final output is in: a late delta changes nothing
+        const live = (tool.live + str(data.delta)).slice(-LIVE_OUTPUT_MAX_CHARS);
+        this.put({ ...tool, live, runsOn: "server" });
         return;
       }
       case "response.retry": {

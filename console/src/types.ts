@@ -58,6 +58,18 @@ export interface Item {
   arguments?: string;
   output?: string;
   status?: string;
+  details?: ToolDetails | null; // a server call's output: what ran
+}
+
+/** A server call's `details` (docs/environments.md): a hosted command's exit code and time, or a file tool's path. */
+export interface ToolDetails {
+  kind?: string;
+  command?: string;
+  exit_code?: number | null;
+  duration_ms?: number;
+  timed_out?: boolean;
+  path?: string;
+  output_file_id?: string;
 }
 
 export interface Snapshot extends SessionRow {
@@ -104,6 +116,21 @@ export interface Agent {
   spec?: Record<string, unknown>;
   tools?: AgentTool[];
   [key: string]: unknown;
+}
+
+/** One entry of GET /v1/sessions/{id}/workspace (a file, an empty directory, or a symbolic link). */
+export interface WorkspaceEntry {
+  path: string; // absolute: /workspace/...
+  type: string; // "file" | "directory" | "symlink"
+  bytes: number;
+  modified_at: number;
+}
+
+export interface WorkspaceListing {
+  object: "list";
+  root: string;
+  data: WorkspaceEntry[];
+  total_bytes: number;
 }
 
 export interface FileResource {

@@ -1,4 +1,4 @@
-"""Turn step function: prepare, or record, one server tool call of the ``RunTools`` map."""
+"""Turn step function: prepare, poll (a long hosted command) or record one server tool call of the ``RunTools`` map."""
 
 from typing import Any
 
@@ -6,7 +6,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from skyloop import deps
 from skyloop.observability import MetricUnit, logger, metrics, tracer
-from skyloop.turns.server_tools import prepare_tool, record_tool
+from skyloop.turns.server_tools import poll_tool, prepare_tool, record_tool
 from skyloop.turns.state import ToolStepInput
 
 
@@ -20,6 +20,8 @@ def handler(event: dict, context: LambdaContext) -> dict[str, Any]:  # noqa: ARG
     )
     if step.action == "prepare":
         return prepare_tool(deps.store(), step.state, step.call_id, deps.secrets())
+    if step.action == "poll":
+        return poll_tool(deps.store(), step.state, step.call_id, deps.secrets())
     record_tool(deps.store(), step.state, step.call_id, step.outcome or {}, deps.secrets())
     metrics.add_metric(name="ServerToolCalls", unit=MetricUnit.Count, value=1)
     return {"recorded": True}

@@ -88,6 +88,10 @@ class Settings(BaseModel):
         default=None, min_length=1, alias="SKYLOOP_CODE_INTERPRETER_PUBLIC_ID"
     )
     hosted_idle_s: int = Field(default=900, ge=60, le=28800, alias="SKYLOOP_HOSTED_IDLE_S")
+    # How long a run_tool invocation waits for a hosted command (its function has 330 s): a command
+    # allowed longer runs in the background and the state machine polls it (Wait, then PollTool)
+    hosted_sync_s: float = Field(default=240, gt=0, le=300, alias="SKYLOOP_HOSTED_SYNC_S")
+    hosted_poll_s: int = Field(default=10, ge=1, le=300, alias="SKYLOOP_HOSTED_POLL_S")  # between two looks
     # Outbound URLs (model base_url, MCP servers; skyloop.outbound): hosts or CIDRs allowed even when
     # private, comma-separated; the local stack sets allow_loopback.
     outbound_allow: str = Field(default="", alias="SKYLOOP_OUTBOUND_ALLOW")

@@ -1171,9 +1171,12 @@ def test_a_server_tool_turn_runs_its_map_states_through_the_built_run_tool(
     assert all(i.package_file and i.package_file.startswith(str(artifacts.asset("run_tool"))) for i in runs)
     pids = [i.pid for i in artifacts.log[mark:]]
     assert len(set(pids)) == len(pids)
-    assert runs[0].result == {"invoke": {"function": smoke.arn, "payload": invoked[0][1], "timeout_s": 60}}
+    assert runs[0].result == {
+        "invoke": {"function": smoke.arn, "payload": invoked[0][1], "timeout_s": 60},
+        "poll": None,
+    }
     assert runs[2].result["invoke"]["timeout_s"] == 5
-    assert runs[-1].result == {"invoke": None}
+    assert runs[-1].result == {"invoke": None, "poll": None}
     assert [runs[i].result for i in (1, 3, 5)] == [{"recorded": True}] * 3
     assert runs[1].event["outcome"] == {"payload": "smoke_echo: hello"}
     failure = runs[3].event["outcome"]

@@ -165,3 +165,35 @@ def test_an_unreachable_interpreter_is_the_calls_output_not_a_failed_turn(
     assert output.startswith("Error: ")
     assert "code interpreter" in output
     assert aws.store.get_session(session.id).status == "idle"
+
+
+def test_a_long_command_is_a_started_task_the_state_machine_polls(
+    aws: Stack, api: Api, mock_llm: MockLLM, fake: AgentCoreFake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SKYLOOP_HOSTED_SYNC_S", "1")
+    monkeypatch.setenv("SKYLOOP_HOSTED_POLL_S", "1")
+    deps.get_settings.cache_clear()
+    key = mock_llm.script(
+        {"tool_calls": [call("long", "Bash", command="sleep 3; echo ended")]},
+        {"text": "ok"},
+    )
+    spec_tools = {**HOSTED, "Bash": {"type": "hosted", "timeout_s": 30}}
+    spec = AgentSpec.model_validate(
+        {
+            "name": f"cloud-{uuid.uuid4().hex[:8]}",
+            "executor": {
+                "harness": "openai-agents",
+                "model": key,
+                "auth": {"api_key": "mock-key", "base_url": aws.mock_llm.base_url},
+            },
+            "tools": spec_tools,
+            "environment": {"type": "hosted"},
+        }
+    )
+    session = sessions.create_session(
+        aws.store, deps.register_agent(spec), sessions.Runners(deps.get_settings().default_runner_id)
+    )
+    run_turn(aws, api, session.id)
+    assert outputs(aws, session.id)["long"] == "ended"
+    assert fake.tool_calls("startCommandExecution")
+    assert fake.tool_calls("getTask")

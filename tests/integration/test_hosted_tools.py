@@ -426,3 +426,58 @@ def test_a_spec_with_an_unknown_tool_type_or_environment_field_is_refused_and_re
     read = api.get(f"/v1/agents/{created.body['id']}").body
     assert read["environment"] == {"type": "hosted", "network": "public", "files": [], "env": {}, "setup": []}
     assert read["tool_spec"] == {"Bash": {"type": "hosted"}}
+
+
+def test_a_command_longer_than_the_invocation_runs_on_while_the_state_machine_waits_for_it(
+    aws: Stack, api: Api, mock_llm: MockLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the run_tool invocation waits 1 s for a command; a longer one goes on in the background
+    monkeypatch.setenv("SKYLOOP_HOSTED_SYNC_S", "1")
+    monkeypatch.setenv("SKYLOOP_HOSTED_POLL_S", "1")
+    deps.get_settings.cache_clear()
+    key = mock_llm.script(
+        {"tool_calls": [call("long", "Bash", command="echo begun; sleep 3; echo ended")]},
+        {"tool_calls": [call("cut", "Bash", command="echo started; sleep 60")]},
+        {"text": "ok"},
+    )
+    session = hosted_session(aws, key, Bash={"type": "hosted", "timeout_s": 4})
+    before = aws.store.get_session(session.id).last_seq
+    assert api.post_message(session.id, "go").status == 202
+    idle = aws.wait_for_event(
+        session.id,
+        lambda e: e.seq > before and e.type == "session.status" and e.data["status"] == "idle",
+        timeout=60,
+        what="the turn's end",
+    )
+    seen = outputs(aws, session.id)
+    assert seen["long"] == "begun\nended"
+    assert seen["cut"].startswith("started")
+    assert "timed out after 4s and was killed" in seen["cut"]
+    # Step Functions waited and polled: no invocation held the command
+    rid = str(idle.data["response_id"])
+    entered = [
+        h["stateEnteredEventDetails"]["name"] for h in aws.history(rid) if "stateEnteredEventDetails" in h
+    ]
+    assert "WaitForTool" in entered
+    assert "PollTool" in entered
+    # and its output streamed meanwhile, from the background command's file
+    deltas = "".join(
+        e.data["delta"]
+        for e in aws.events(session.id)
+        if e.type == "response.function_call_output.delta" and e.data["call_id"] == "long"
+    )
+    assert deltas.startswith("begun")
+
+
+def test_a_message_may_not_offer_a_client_tool_named_like_a_hosted_one(
+    aws: Stack, api: Api, mock_llm: MockLLM
+) -> None:
+    session = hosted_session(aws, mock_llm.script({"text": "unused"}))
+    bash = {
+        "type": "function",
+        "function": {"name": "Bash", "parameters": {"type": "object", "properties": {}}},
+    }
+    refused = api.post_message(session.id, "go", tools=[bash])
+    assert refused.status == 400
+    assert "Bash" in refused.error()["message"]
+    assert aws.store.get_session(session.id).status == "idle"  # nothing started

@@ -461,7 +461,7 @@ def test_a_repeated_record_step_writes_nothing_twice(aws: Stack, api: Api, mock_
     state = TurnState(session_id=session.id, response_id=rid, iteration=1)
     before = aws.rows(session.id)
     server_tools.record_tool(aws.store, state, "once", {"payload": "B"}, None)  # a retried branch
-    assert server_tools.prepare_tool(aws.store, state, "once", None) == {"invoke": None}
+    assert server_tools.prepare_tool(aws.store, state, "once", None) == {"invoke": None, "poll": None}
     assert aws.rows(session.id) == before
     assert api.post_output(session.id, "c", "done").status == 202
     finished(aws, session.id, rid)

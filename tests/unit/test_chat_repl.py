@@ -554,7 +554,11 @@ def test_chat_registers_an_agent_file_first(tmp_path: Any) -> None:
     assert code == 0
     assert out.splitlines()[0] == f"skyloop chat · agent from-file · session {SID}"
     assert out.splitlines()[1] == "http://sky.test · no client tools"
-    assert [r[:2] for r in server.requests] == [("POST", "/v1/sessions")]
+    # the session is made, then its agent read (its server tools are not offered as client tools)
+    assert [r[:2] for r in server.requests] == [
+        ("POST", "/v1/sessions"),
+        ("GET", f"/v1/sessions/{SID}/agent"),
+    ]
 
 
 def test_chat_rejects_an_unknown_tool_set() -> None:

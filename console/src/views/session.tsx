@@ -3,12 +3,14 @@ import { api, messageEvent, query, request } from "../api";
 import { useApp } from "../app";
 import { UsageChart } from "../components/UsageChart";
 import { VirtualList } from "../components/VirtualList";
+import { WorkspacePanel } from "../components/WorkspacePanel";
 import { errorText, when } from "../format";
 import { navigate } from "../router";
 import { type ConnectionState, SessionStream } from "../stream";
-import { type Entry, type EntryOf, Timeline } from "../timeline";
+import { detailsText, type Entry, type EntryOf, Timeline } from "../timeline";
 import type { FileResource, Item, Page, Snapshot, UsageReport } from "../types";
 import { cost, formatCost, formatTokens, type Price } from "../usage";
+import { clientToolsFor, hasHostedTools, type SessionAgent, serverToolNames } from "../workspace";
 
 const OUTPUT_PREVIEW_CHARS = 1500;
 const OLDER_PAGE = 1000; // /items' largest page: each page reads the session's items once on the server
@@ -40,19 +42,40 @@ const STATUS_TEXT: Record<string, string> = {
 function ToolRow(props: { entry: EntryOf<"tool"> }) {
   const { entry } = props;
   const [full, setFull] = useState(false);
-  const output = entry.output ?? "";
+  // a hosted command's output streams in (`live`) until its output item replaces it
+  const streaming = entry.output === null && entry.live !== "";
+  const output = entry.output ?? entry.live;
   const long = output.length > OUTPUT_PREVIEW_CHARS;
+  const server = entry.runsOn === "server";
+  const status = entry.status === "running" && server ? "running on the server" : STATUS_TEXT[entry.status];
+  const details = detailsText(entry.details);
+  const exitCode = entry.details?.exit_code;
+  const failed = entry.details?.timed_out === true || (typeof exitCode === "number" && exitCode !== 0);
+  // while it streams the newest lines matter: the preview keeps the end, not the start
+  const preview =
+    full || !long
+      ? output
+      : streaming
+        ? `…${output.slice(-OUTPUT_PREVIEW_CHARS)}`
+        : `${output.slice(0, OUTPUT_PREVIEW_CHARS)}…`;
   return (
-    <div class={`entry tool ${entry.status}`} data-kind="tool" data-call-id={entry.callId}>
+    <div
+      class={`entry tool ${entry.status}`}
+      data-kind="tool"
+      data-call-id={entry.callId}
+      data-runs-on={entry.runsOn ?? undefined}
+      aria-busy={streaming}
+    >
       <div class="who">
         Tool call <code>{entry.name || entry.callId}</code>
-        <span class={`chip ${entry.status}`}>{STATUS_TEXT[entry.status]}</span>
+        {server && <span class="where">on the server</span>}
+        <span class={`chip ${entry.status}`}>{status}</span>
       </div>
       <pre class="args">{prettyArgs(entry.arguments)}</pre>
-      {entry.output !== null && (
+      {(entry.output !== null || streaming) && (
         <>
-          <pre class="output">
-            {full || !long ? output : `${output.slice(0, OUTPUT_PREVIEW_CHARS)}…`}
+          <pre class={streaming ? "output live" : "output"} data-testid="tool-output">
+            {preview}
           </pre>
           {long && (
             <button type="button" class="link" onClick={() => setFull(!full)}>
@@ -60,6 +83,12 @@ function ToolRow(props: { entry: EntryOf<"tool"> }) {
             </button>
           )}
         </>
+      )}
+      {details && (
+        <p class={`hint tool-details${failed ? " failed" : ""}`} data-testid="tool-details">
+          {details}
+          {entry.details?.output_file_id && " · the whole output is kept as a session file (Files)"}
+        </p>
       )}
     </div>
   );
@@ -336,6 +365,8 @@ export function SessionView(props: { id: string }) {
   const [toolSets, setToolSets] = useState<ToolSet[]>([]);
   const [toolSet, setToolSet] = useState(sessionStorage.getItem(TOOL_SET_KEY) ?? "coding");
   const [older, setOlder] = useState<{ cursor: string | null; loading: boolean }>({ cursor: null, loading: false });
+  const [turnsEnded, setTurnsEnded] = useState(0); // the workspace panel lists its files again when a turn ends
+  const [agent, setAgent] = useState<SessionAgent | null>(null);
   const frame = useRef(0);
   // stored events applied, and the cursor they started after: each id once, none missing
   const delivered = useRef({ from: 0, count: 0, last: 0 });
@@ -374,6 +405,8 @@ export function SessionView(props: { id: string }) {
             if (event.id !== null) delivered.current = { ...delivered.current, count: delivered.current.count + 1, last: event.id };
             timeline.apply(event);
             if (event.type === "response.completed" || event.type === "response.failed") refreshUsage();
+            if (event.type === "response.completed" || event.type === "response.failed" || event.type === "response.cancelled")
+              setTurnsEnded((n) => n + 1);
             if (event.type === "session.status" || event.type.startsWith("response.elicitation")) refreshInbox();
             render();
           },
@@ -391,6 +424,16 @@ export function SessionView(props: { id: string }) {
       frame.current = 0;
     };
   }, [props.id, timeline, refreshUsage, refreshInbox]);
+
+  useEffect(() => {
+    let cancelled = false;
+    void api<SessionAgent>(`/v1/sessions/${props.id}/agent`)
+      .then((a) => !cancelled && setAgent(a))
+      .catch(() => !cancelled && setAgent({ tools: [] })); // an agent since deleted: nothing hosted known
+    return () => {
+      cancelled = true;
+    };
+  }, [props.id]);
 
   useEffect(() => {
     void api<Page<ToolSet>>("/v1/tool_sets")
@@ -427,7 +470,8 @@ export function SessionView(props: { id: string }) {
   const send = async (): Promise<void> => {
     const text = message.trim();
     if (!text) return;
-    const tools = toolSets.find((t) => t.name === toolSet)?.tools;
+    // the agent's own server tools (hosted Bash, Read, ...) are not offered again as client tools
+    const tools = clientToolsFor(toolSets.find((t) => t.name === toolSet)?.tools, serverToolNames(agent));
     if (await post(messageEvent(text, tools))) setMessage("");
   };
 
@@ -588,6 +632,7 @@ export function SessionView(props: { id: string }) {
       <aside class="session-side" aria-label="Session details">
         <Waiting sessionId={props.id} tools={timeline.waiting()} canWrite={me.can_write} onError={setError} />
         <UsagePanel report={usage} />
+        <WorkspacePanel sessionId={props.id} hosted={agent && hasHostedTools(agent)} refresh={turnsEnded} />
         <Files sessionId={props.id} canWrite={me.can_write} />
         <section class="panel" aria-labelledby="details-h">
           <h2 id="details-h">Details</h2>

@@ -162,7 +162,16 @@ def chat_command(
             return _fail(exc, client.base_url, err=stderr)
         except KeyboardInterrupt:
             return EXIT_ABORTED
-        names = ToolBox.from_spec(tools).names
+        try:  # the agent's own server tools (hosted Bash, Read...) win: the chat does not offer their names
+            server = {
+                t.get("name")
+                for t in client.get_session_agent(opened.id).tools or []
+                if t.get("runtime") == "server"
+            }
+        except _FAILURES:
+            server = set()
+        box = ToolBox.from_spec(tools).without({str(n) for n in server if n})
+        names = box.names
         renderer.write(
             chat_header(
                 agent=opened.agent,
@@ -181,7 +190,7 @@ def chat_command(
             client,
             opened.id,
             renderer,
-            tools=tools,
+            tools=box,
             yes=args.yes,
             read_line=read_line,
             pending_input=pending_input,

@@ -200,6 +200,10 @@ class ToolBox:
     def __contains__(self, name: object) -> bool:
         return name in self._tools
 
+    def without(self, names: set[str]) -> ToolBox:
+        """The box less the tools of these names (those the agent runs on the server itself)."""
+        return ToolBox([t for name, t in self._tools.items() if name not in names])
+
     def __len__(self) -> int:
         return len(self._tools)
 

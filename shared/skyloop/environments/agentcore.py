@@ -105,13 +105,7 @@ class AgentCoreSandbox:
         env: dict[str, str],
         on_output: Callable[[str], None] | None = None,
     ) -> CommandResult:
-        exports = " ".join(f"{name}={shlex.quote(value)}" for name, value in env.items())
-        seconds = max(1, int(timeout_s + 0.999))
-        # `timeout -s KILL` takes the command's whole process group down at its limit
-        wrapped = (
-            f"mkdir -p {ROOT} && cd {ROOT} && env HOME={ROOT} {exports} "
-            f"timeout -s KILL {seconds} /bin/sh -c {shlex.quote(command)}"
-        )
+        wrapped, seconds = self._wrapped(command, timeout_s, env)  # `timeout -s KILL` ends it at its limit
         started = time.monotonic()
         self._changing()
         result = self._invoke("executeCommand", {"command": wrapped})
@@ -125,6 +119,60 @@ class AgentCoreSandbox:
         timed_out = code == 137 and (time.monotonic() - started) >= seconds - 0.5
         duration_ms = int(float(structured.get("executionTime") or (time.monotonic() - started)) * 1000)
         return CommandResult(None if timed_out else code, output, duration_ms, timed_out)
+
+    # ---------------------------------------------------------------------------------- long commands
+    def _wrapped(self, command: str, timeout_s: float, env: dict[str, str]) -> tuple[str, int]:
+        exports = " ".join(f"{name}={shlex.quote(value)}" for name, value in env.items())
+        seconds = max(1, int(timeout_s + 0.999))
+        return (
+            f"mkdir -p {ROOT} && cd {ROOT} && env HOME={ROOT} {exports} "
+            f"timeout -s KILL {seconds} /bin/sh -c {shlex.quote(command)}"
+        ), seconds
+
+    def start(self, task: str, command: str, *, timeout_s: float, env: dict[str, str]) -> None:
+        """``startCommandExecution``: the interpreter runs it while the state machine waits and polls."""
+        if self.engine.task_record(self.session_id, task):
+            return  # started already (a retried invocation)
+        wrapped, seconds = self._wrapped(command, timeout_s, env)
+        self._changing()
+        result = self._invoke("startCommandExecution", {"command": wrapped})
+        task_id = (result.get("structuredContent") or {}).get("taskId")
+        if not task_id:
+            raise SandboxError(f"the interpreter started no task: {_text(result)[:300]}")
+        self.engine.set_task(
+            self.session_id, task, {"task_id": task_id, "command": command, "timeout_s": seconds}
+        )
+
+    def task(
+        self, task: str, *, wait_s: float, on_output: Callable[[str], None] | None = None
+    ) -> CommandResult | None:
+        record = self.engine.task_record(self.session_id, task)
+        if not record:
+            raise SandboxError(f"no command {task} was started")
+        deadline = time.monotonic() + wait_s
+        while True:
+            result = self._invoke("getTask", {"taskId": record["task_id"]})
+            structured = result.get("structuredContent") or {}
+            status = structured.get("taskStatus")
+            if status in ("completed", "failed", "canceled"):
+                output = (structured.get("stdout") or "") + (structured.get("stderr") or "")
+                if on_output is not None and output:
+                    on_output(output)
+                code = structured.get("exitCode")
+                elapsed = float(structured.get("executionTime") or 0)
+                timed_out = code == 137 and elapsed >= record["timeout_s"] - 0.5
+                return CommandResult(None if timed_out else code, output, int(elapsed * 1000), timed_out)
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(min(2.0, max(0.0, deadline - time.monotonic())))
+
+    def command_of(self, task: str) -> str:
+        return str(self.engine.task_record(self.session_id, task).get("command", ""))
+
+    def stop(self, task: str) -> None:
+        record = self.engine.task_record(self.session_id, task)
+        if record:
+            self._invoke("stopTask", {"taskId": record["task_id"]})
 
     def read(self, path: str) -> bytes:
         result = self._invoke("readFiles", {"paths": [f"{ROOT}/{path}"]})
@@ -330,6 +378,21 @@ class AgentCoreEngine:
 
     def is_ready(self, session_id: str) -> bool:
         return bool(self.record(session_id).get("ready"))
+
+    def task_record(self, session_id: str, task: str) -> dict[str, Any]:
+        raw = self.record(session_id).get(f"task_{task}")
+        return json.loads(raw) if isinstance(raw, str) else {}
+
+    def set_task(self, session_id: str, task: str, value: dict[str, Any]) -> None:
+        from skyloop.store import codec, keys
+
+        self._client("dynamodb").update_item(
+            TableName=self.table,
+            Key=codec.to_item(keys.environment_key(session_id)),
+            UpdateExpression="SET #t = :v",
+            ExpressionAttributeNames={"#t": f"task_{task}"},
+            ExpressionAttributeValues={":v": codec.attr(json.dumps(value))},
+        )
 
     def count_change(self, session_id: str) -> None:
         from skyloop.store import codec, keys

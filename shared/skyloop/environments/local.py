@@ -98,12 +98,21 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 class LocalSandbox:
     """One session's workspace directory, and commands run in it."""
 
-    def __init__(self, workspace: Path, *, network: str, hidden: tuple[str, ...], max_bytes: int) -> None:
+    def __init__(
+        self,
+        workspace: Path,
+        *,
+        network: str,
+        hidden: tuple[str, ...],
+        max_bytes: int,
+        tasks: Path | None = None,
+    ) -> None:
         self.workspace = workspace
         self.root = os.path.realpath(workspace)
         self.network = network
         self.hidden = hidden
         self.max_bytes = max_bytes
+        self.tasks = tasks  # where long commands keep their output and exit status (outside the workspace)
 
     # ---------------------------------------------------------------------------------- commands
     def _argv(self, command: str, env: dict[str, str]) -> list[str]:
@@ -198,6 +207,88 @@ class LocalSandbox:
         duration_ms = int((time.monotonic() - started) * 1000)
         return CommandResult(None if timed_out else proc.returncode, output, duration_ms, timed_out)
 
+    # ---------------------------------------------------------------------------------- long commands
+    def _task_dir(self, task: str) -> Path:
+        if self.tasks is None or not task or "/" in task or task.startswith("."):
+            raise SandboxError("long commands need the engine's task directory")
+        return self.tasks / task
+
+    def start(self, task: str, command: str, *, timeout_s: float, env: dict[str, str]) -> None:
+        """Run ``command`` in the background (it outlives this invocation): its output goes to a file,
+        its exit status to another when it ends; ``timeout -s KILL`` ends it at its limit."""
+        folder = self._task_dir(task)
+        if (folder / "meta.json").exists():
+            return  # started already (a retried invocation)
+        folder.mkdir(parents=True, exist_ok=True)
+        full_env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": WORKSPACE,
+            "LANG": "C.UTF-8",
+            **env,
+        }
+        argv = self._argv(command, full_env)
+        seconds = max(1, int(timeout_s + 0.999))
+        out, status = folder / "output", folder / "exit"
+        script = f'timeout -s KILL {seconds} "$@" > "{out}" 2>&1; echo $? > "{status}.tmp"; mv "{status}.tmp" "{status}"'
+        meta = {"started_at": time.time(), "timeout_s": seconds, "command": command}
+        (folder / "meta.json").write_text(json.dumps(meta))
+        plain = isolation() == "none"
+        proc = subprocess.Popen(
+            ["/bin/sh", "-c", script, "sh", *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=self.root if plain else None,
+            env={**full_env, "HOME": self.root} if plain else {"PATH": full_env["PATH"]},
+        )
+        (folder / "pid").write_text(str(proc.pid))
+
+    def task(
+        self, task: str, *, wait_s: float, on_output: Callable[[str], None] | None = None
+    ) -> CommandResult | None:
+        """The command's result once it ended (waiting up to ``wait_s``), else None; new output streams."""
+        folder = self._task_dir(task)
+        meta = json.loads((folder / "meta.json").read_text())
+        deadline = time.monotonic() + wait_s
+        sent = int(meta.get("streamed", 0))
+        while True:
+            done = (folder / "exit").exists()
+            if on_output is not None:
+                sent = self._stream(folder / "output", sent, on_output)
+            if done:
+                code = int((folder / "exit").read_text().strip() or 1)
+                output = (folder / "output").read_text(encoding="utf-8", errors="replace")
+                elapsed = time.time() - float(meta["started_at"])
+                timed_out = code == 137 and elapsed >= float(meta["timeout_s"]) - 0.5
+                return CommandResult(None if timed_out else code, output, int(elapsed * 1000), timed_out)
+            if time.monotonic() >= deadline:
+                meta["streamed"] = sent
+                (folder / "meta.json").write_text(json.dumps(meta))
+                return None
+            time.sleep(0.2)
+
+    @staticmethod
+    def _stream(path: Path, sent: int, on_output: Callable[[str], None]) -> int:
+        with contextlib.suppress(FileNotFoundError), path.open("rb") as handle:
+            handle.seek(sent)
+            data = handle.read(MAX_CAPTURE_BYTES)
+            if data:
+                with contextlib.suppress(Exception):
+                    on_output(data.decode("utf-8", errors="replace"))
+                return sent + len(data)
+        return sent
+
+    def command_of(self, task: str) -> str:
+        return str(json.loads((self._task_dir(task) / "meta.json").read_text()).get("command", ""))
+
+    def stop(self, task: str) -> None:
+        """End a background command (its turn stopped): kill its process group."""
+        folder = self._task_dir(task)
+        with contextlib.suppress(FileNotFoundError, ValueError, ProcessLookupError, PermissionError):
+            pid = int((folder / "pid").read_text())
+            os.killpg(pid, signal.SIGKILL)
+
     # ---------------------------------------------------------------------------------- files
     def _host(self, path: str) -> str:
         """The host path of a workspace path, refused when a link takes it out of the workspace."""
@@ -282,7 +373,10 @@ class LocalEngine:
     def sandbox(self, session_id: str, *, network: str) -> LocalSandbox:
         workspace = self.path(session_id)
         workspace.mkdir(parents=True, exist_ok=True)
-        return LocalSandbox(workspace, network=network, hidden=self.hidden, max_bytes=self.max_bytes)
+        tasks = self.root / META / "tasks" / session_id
+        return LocalSandbox(
+            workspace, network=network, hidden=self.hidden, max_bytes=self.max_bytes, tasks=tasks
+        )
 
     def exists(self, session_id: str) -> bool:
         return self.path(session_id).is_dir()
@@ -304,6 +398,7 @@ class LocalEngine:
 
     def delete(self, session_id: str) -> None:
         shutil.rmtree(self.path(session_id), ignore_errors=True)
+        shutil.rmtree(self.root / META / "tasks" / session_id, ignore_errors=True)
         with contextlib.suppress(FileNotFoundError):
             self._meta(session_id).unlink()
 

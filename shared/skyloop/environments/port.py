@@ -60,6 +60,18 @@ class Sandbox(Protocol):
 
     def entries(self) -> list[WorkspaceEntry]: ...
 
+    def start(self, task: str, command: str, *, timeout_s: float, env: dict[str, str]) -> None:
+        """Run a long command in the background, named ``task`` (it outlives the invocation)."""
+        ...
+
+    def task(
+        self, task: str, *, wait_s: float, on_output: Callable[[str], None] | None = None
+    ) -> CommandResult | None:
+        """The background command's result once it ended (waiting up to ``wait_s``), else None."""
+        ...
+
+    def stop(self, task: str) -> None: ...
+
 
 class Engine(Protocol):
     """Where a deployment's workspaces live: made on first use, copied by fork, removed by delete."""

@@ -127,8 +127,13 @@ def run_call(
     secrets: SecretStore | None,
     on_output: Callable[[str], None] | None = None,
     settings: Settings | None = None,
+    task: str | None = None,
 ) -> HostedRun:
-    """One hosted call in the session's environment; every failure is the call's output."""
+    """One hosted call in the session's environment; every failure is the call's output. A command
+    longer than this invocation may wait for runs as background ``task`` (``pending``: :func:`poll_call`)."""
+    from skyloop import deps
+
+    settings = settings or deps.get_settings()
     from skyloop.environments.port import SandboxError
     from skyloop.environments.tools import HostedRun, run_tool
 
@@ -144,7 +149,60 @@ def run_call(
         return HostedRun(f"Error: the hosted environment could not be made: {exc}")
     if failed is not None:
         return HostedRun(f"Error: {failed}")
-    return run_tool(name, arguments, sandbox, timeout_s=timeout_s, env=env, on_output=on_output)
+    return run_tool(
+        name,
+        arguments,
+        sandbox,
+        timeout_s=timeout_s,
+        env=env,
+        on_output=on_output,
+        task=task,
+        sync_s=settings.hosted_sync_s,
+    )
+
+
+def poll_call(
+    session: Session,
+    agent: Agent,
+    task: str,
+    *,
+    timeout_s: int,
+    on_output: Callable[[str], None] | None = None,
+    wait_s: float = 5.0,
+) -> HostedRun | None:
+    """A background command's result once it ended (None while it runs); a failure is its output."""
+    from skyloop.environments.port import SandboxError
+    from skyloop.environments.tools import HostedRun, command_run
+
+    environment = environment_for(session, agent)
+    if environment is None:
+        return HostedRun("Error: this session has no hosted environment any more")
+    sandbox = engine().sandbox(session.id, network=environment.network)
+    try:
+        result = sandbox.task(task, wait_s=wait_s, on_output=on_output)
+    except (SandboxError, OSError, ValueError) as exc:
+        return HostedRun(f"Error: the command could not be followed: {exc}")
+    if result is None:
+        return None
+    command = _command_of(sandbox, task)
+    return command_run(command, result, timeout_s)
+
+
+def _command_of(sandbox: Sandbox, task: str) -> str:
+    name = getattr(sandbox, "command_of", None)
+    return str(name(task)) if name is not None else ""
+
+
+def stop_call(session: Session, agent: Agent, task: str) -> None:
+    """End a background command whose turn stopped (best effort)."""
+    environment = environment_for(session, agent)
+    if environment is None:
+        return
+    sandbox = engine().sandbox(session.id, network=environment.network)
+    try:
+        sandbox.stop(task)
+    except Exception:  # gone already
+        return
 
 
 def unavailable_reason(settings: Settings) -> str | None:

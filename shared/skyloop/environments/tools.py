@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from skyloop.environments import paths
-from skyloop.environments.port import SandboxError
+from skyloop.environments.port import CommandResult, SandboxError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 class HostedRun:
     output: str
     details: dict[str, Any] = field(default_factory=dict)  # kind, exit_code, duration_ms, command...
+    pending: bool = False  # a command still running past the invocation's time (polled later)
 
 
 def _numbered(text: str, offset: int | None, limit: int | None) -> str:
@@ -50,12 +51,20 @@ def run_tool(
     timeout_s: int,
     env: dict[str, str],
     on_output: Callable[[str], None] | None = None,
+    task: str | None = None,
+    sync_s: float | None = None,
 ) -> HostedRun:
-    """Run one hosted call; never raises for what the model did (its output says what went wrong)."""
+    """Run one hosted call; never raises for what the model did (its output says what went wrong).
+
+    A command whose limit is longer than ``sync_s`` (what the invocation may wait) runs as a
+    background task named ``task``: waited for up to ``sync_s``, then ``pending`` (:func:`task_result`).
+    """
     body = _TOOLS.get(name)
     if body is None:
         return HostedRun(f"Error: '{name}' is not a hosted tool")
     try:
+        if name == "Bash":
+            return _bash(arguments, sandbox, timeout_s, env, on_output, task=task, sync_s=sync_s)
         return body(arguments, sandbox, timeout_s, env, on_output)
     except ValidationError as exc:
         problems = "; ".join(
@@ -160,6 +169,9 @@ def _bash(
     timeout_s: int,
     env: dict[str, str],
     on_output: Callable[[str], None] | None,
+    *,
+    task: str | None = None,
+    sync_s: float | None = None,
 ) -> HostedRun:
     from skyloop.client_tools import coding
 
@@ -167,10 +179,22 @@ def _bash(
     # the call's own timeout (ms, as the coding set takes it), within the tool's declared maximum
     asked = args.timeout / 1000 if args.timeout is not None else timeout_s
     limit = max(0.001, min(asked, timeout_s))
-    result = sandbox.run(args.command, timeout_s=limit, env=env, on_output=on_output)
+    if task is not None and sync_s is not None and limit > sync_s:
+        sandbox.start(task, args.command, timeout_s=limit, env=env)
+        found = sandbox.task(task, wait_s=sync_s, on_output=on_output)
+        if found is None:
+            return HostedRun("", {"kind": "command", "command": args.command}, pending=True)
+        return command_run(args.command, found, limit)
+    return command_run(
+        args.command, sandbox.run(args.command, timeout_s=limit, env=env, on_output=on_output), limit
+    )
+
+
+def command_run(command: str, result: CommandResult, limit: float) -> HostedRun:
+    """A finished command as the call's output and details."""
     details = {
         "kind": "command",
-        "command": args.command,
+        "command": command,
         "exit_code": result.exit_code,
         "duration_ms": result.duration_ms,
         "timed_out": result.timed_out,

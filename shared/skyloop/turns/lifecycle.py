@@ -658,7 +658,7 @@ def check_tool_names(store: Store, agent: Agent, tools: list[ClientTool] | None)
     from skyloop.tools.declared import declared_tools
 
     declared = declared_tools(agent.spec.tools)
-    taken = set(declared.lambdas)
+    taken = set(declared.lambdas) | set(declared.hosted)
     for server_name, server in declared.mcp.items():
         listing = store.get_tool_listing(agent.id, server_name)
         taken |= {str(t.get("name")) for t in listing} if listing is not None else set(server.tools or [])

@@ -20,6 +20,7 @@ outputs.
 from __future__ import annotations
 
 import json
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from skyloop import events as ev
@@ -27,6 +28,7 @@ from skyloop.turns import lifecycle
 from skyloop.turns.state import TurnError
 
 if TYPE_CHECKING:
+    from skyloop.environments.tools import HostedRun
     from skyloop.models.session import PendingCall, Session
     from skyloop.secrets import SecretStore
     from skyloop.store import Store
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
 
 def prepare_tool(store: Store, state: TurnState, call_id: str, secrets: SecretStore | None) -> dict[str, Any]:
     """``{"invoke": {function, payload, timeout_s}}`` for a Lambda tool to run, else ``{"invoke": None}``."""
-    skip: dict[str, Any] = {"invoke": None}
+    skip: dict[str, Any] = {"invoke": None, "poll": None}
     session = store.get_session(state.session_id)
     call = store.get_call(state.session_id, state.response_id, call_id)
     if not lifecycle.is_active(session, state.response_id) or call is None or call.kind != "server":
@@ -67,8 +69,10 @@ def prepare_tool(store: Store, state: TurnState, call_id: str, secrets: SecretSt
         _record(store, call, tool.bounded(_call_mcp(store, state, call, tool, arguments, secrets)))
         return skip
     if tool.kind == "hosted":
-        output, details = _call_hosted(store, state, session, call, tool, arguments, secrets)
-        _record(store, call, output, details)
+        ran = _call_hosted(store, state, session, call, tool, arguments, secrets)
+        if ran is None:  # a command still running: the state machine waits, then polls it
+            return {"invoke": None, "poll": {"wait_s": _poll_wait_s()}}
+        _record(store, call, *ran)
         return skip
     payload = {
         "name": call.name,
@@ -76,7 +80,45 @@ def prepare_tool(store: Store, state: TurnState, call_id: str, secrets: SecretSt
         "session_id": state.session_id,
         "call_id": call.call_id,
     }
-    return {"invoke": {"function": tool.function, "payload": payload, "timeout_s": tool.timeout_s}}
+    return {
+        "invoke": {"function": tool.function, "payload": payload, "timeout_s": tool.timeout_s},
+        "poll": None,
+    }
+
+
+def _poll_wait_s() -> int:
+    """How long the state machine waits between two looks at a long hosted command."""
+    from skyloop import deps
+
+    return deps.get_settings().hosted_poll_s
+
+
+def poll_tool(store: Store, state: TurnState, call_id: str, secrets: SecretStore | None) -> dict[str, Any]:
+    """A hosted command that outlived its ``PrepareTool`` invocation: its output once it ended (then
+    ``{"poll": None}``), else ``{"poll": {"wait_s"}}`` for another look. A turn no longer running
+    (interrupted, deleted) stops it."""
+    done: dict[str, Any] = {"invoke": None, "poll": None}
+    session = store.get_session(state.session_id)
+    call = store.get_call(state.session_id, state.response_id, call_id)
+    if call is None or call.output is not None:
+        return done
+    from skyloop.environments import service
+    from skyloop.turns.steps import agent_for
+
+    agent = agent_for(store, state)
+    if not lifecycle.is_active(session, state.response_id):
+        service.stop_call(session, agent, call_id)
+        return done
+    tool = _tool(store, state, call, secrets)
+    if tool is None:
+        return done
+    stream = OutputStream(store, state, call)
+    run = service.poll_call(session, agent, call_id, timeout_s=tool.timeout_s, on_output=stream.write)
+    stream.close()
+    if run is None:
+        return {"invoke": None, "poll": {"wait_s": _poll_wait_s()}}
+    _record(store, call, *_bounded(store, session, call, tool, run))
+    return done
 
 
 def record_tool(
@@ -164,9 +206,10 @@ def _call_hosted(
     tool: ServerTool,
     arguments: dict[str, Any],
     secrets: SecretStore | None,
-) -> tuple[str, dict[str, Any]]:
+) -> tuple[str, dict[str, Any]] | None:
     """Run a hosted built-in in the session's environment, its output streamed while it runs; an
-    output over the tool's limit is kept whole as a session file, and the call's output says so."""
+    output over the tool's limit is kept whole as a session file, and the call's output says so.
+    None: a command still running past this invocation's time (:func:`poll_tool` takes it on)."""
     from skyloop.environments import service
     from skyloop.turns.steps import agent_for
 
@@ -179,8 +222,18 @@ def _call_hosted(
         timeout_s=tool.timeout_s,
         secrets=secrets,
         on_output=stream.write,
+        task=call.call_id,
     )
     stream.close()
+    if run.pending:
+        return None
+    return _bounded(store, session, call, tool, run)
+
+
+def _bounded(
+    store: Store, session: Session, call: PendingCall, tool: ServerTool, run: HostedRun
+) -> tuple[str, dict[str, Any]]:
+    """The call's output within the tool's limit (the whole kept as a session file when cut)."""
     details = dict(run.details)
     output = run.output
     if len(output) > tool.max_output_chars:
@@ -236,6 +289,7 @@ class OutputStream:
         self._sent = 0
         self._batches = 0
         self._last = 0.0
+        self._token = uuid.uuid4().hex[:8]  # each invocation's batches apart (a command polled again)
 
     def write(self, text: str) -> None:
         import time
@@ -263,7 +317,7 @@ class OutputStream:
         self._batches += 1
         state, call = self.state, self.call
         batch = lifecycle.turn_append(
-            state, f"{state.response_id}:{call.iteration}:{call.call_id}:out:{self._batches}"
+            state, f"{state.response_id}:{call.iteration}:{call.call_id}:out:{self._token}:{self._batches}"
         )
         batch.event(ev.RESPONSE_OUTPUT_DELTA, ev.function_call_output_delta(call.call_id, delta))
         try:

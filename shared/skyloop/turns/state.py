@@ -80,7 +80,7 @@ class TurnStepInput(BaseModel):
 class ToolStepInput(BaseModel):
     """The payload of a ``RunTools`` step: the turn, the call, and (to record) how its invocation went."""
 
-    action: Literal["prepare", "record"]
+    action: Literal["prepare", "record", "poll"]  # poll: a hosted command still running (poll_tool)
     state: TurnState
     call_id: str = Field(min_length=1)
     outcome: dict[str, Any] | None = None  # {"payload": ...} or the Catch's {"Error", "Cause"}
