@@ -180,7 +180,15 @@ CORS_API_METHODS = ("GET", "POST", "PATCH", "DELETE")  # the REST routes' method
 CORS_API_HEADERS = ("authorization", "content-type", "idempotency-key")
 CORS_API_EXPOSE_HEADERS = ("x-request-id",)
 CORS_STREAM_METHODS = ("GET", "POST")  # POST: the OpenAI paths the stream function hands to the API
-CORS_STREAM_HEADERS = ("authorization", "last-event-id", "content-type", "idempotency-key", "openai-beta")
+CORS_STREAM_HEADERS = (
+    "authorization",
+    "last-event-id",
+    "content-type",
+    "idempotency-key",
+    "openai-beta",
+    "anthropic-beta",
+    "anthropic-version",
+)
 CORS_MAX_AGE_S = 600  # browsers cache a preflight answer this long
 
 # ---------------------------------------------------------------- edge
@@ -191,6 +199,10 @@ STREAM_PATH_PATTERN = "/v1/sessions/*/stream"
 # that did not hash it: Lambda refuses it). A create with ``stream: true`` is the API's too: it answers
 # 303 to the session's events stream, which the SDKs follow (docs/deploy.md, "Routing").
 OPENAI_STREAM_PATH_PATTERNS = ("/openai/v1/agents/sessions/*/events",)
+# Claude Managed Agents' stream has a path of its own (only ever a GET).
+ANTHROPIC_STREAM_PATH_PATTERNS = ("/anthropic/v1/sessions/*/events/stream",)
+# Every stream path of the compatible APIs, behind the same stream behaviour.
+COMPAT_STREAM_PATH_PATTERNS = (*OPENAI_STREAM_PATH_PATTERNS, *ANTHROPIC_STREAM_PATH_PATTERNS)
 # The methods the stream origin takes; any other goes to the API origin (they carry bodies).
 # skyloop.stream.app.STREAM_METHODS, which the local gateway routes by (a test holds them equal).
 STREAM_ORIGIN_METHODS = ("GET", "HEAD", "OPTIONS")
@@ -209,7 +221,7 @@ API_ORIGIN_READ_TIMEOUT_S = 30  # the HTTP API's own integration limit
 # ---------------------------------------------------------------- web console (S3 behind the same CloudFront)
 # Paths CloudFront sends to the HTTP API; the stream pattern goes first (to the function URL), and
 # every other path is the console's (the default behavior: the S3 bucket).
-API_PATH_PATTERNS = ("/v1/*", "/openai/*", "/api/*", "/health", "/openapi.json")
+API_PATH_PATTERNS = ("/v1/*", "/openai/*", "/anthropic/*", "/api/*", "/health", "/openapi.json")
 CONSOLE_INDEX = "index.html"
 CONSOLE_ASSETS_PATH_PATTERN = "/assets/*"  # Vite's content-hashed files
 CONSOLE_ASSETS_CACHE_CONTROL = "public, max-age=31536000, immutable"

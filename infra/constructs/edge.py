@@ -1,8 +1,8 @@
 """Edge: one CloudFront distribution, the deployment's single HTTPS endpoint.
 
-``/v1/sessions/*/stream`` and the OpenAI Agents API's stream path
-(``C.OPENAI_STREAM_PATH_PATTERNS``) go to the stream function URL; ``/v1/*``,
-``/openai/*``, ``/api/*``, ``/health`` and ``/openapi.json`` to the HTTP API. Those
+``/v1/sessions/*/stream`` and the stream paths of OpenAI's Agents API and Claude Managed
+Agents (``C.COMPAT_STREAM_PATH_PATTERNS``) go to the stream function URL; ``/v1/*``,
+``/openai/*``, ``/anthropic/*``, ``/api/*``, ``/health`` and ``/openapi.json`` to the HTTP API. Those
 are uncached, with every method and viewer header except Host forwarded (so
 ``Authorization`` and ``Last-Event-ID`` reach the functions). Every other path is the
 web console's: its S3 bucket, read through Origin Access Control, cached, with security
@@ -206,7 +206,7 @@ class Edge(Construct):
         # First match wins: the stream patterns before /v1/* and /openai/*, then the API's paths,
         # then the console's hashed assets; everything else is the console (the default).
         behaviors: dict[str, cloudfront.BehaviorOptions] = {
-            **dict.fromkeys((C.STREAM_PATH_PATTERN, *C.OPENAI_STREAM_PATH_PATTERNS), stream_behavior),
+            **dict.fromkeys((C.STREAM_PATH_PATTERN, *C.COMPAT_STREAM_PATH_PATTERNS), stream_behavior),
             **dict.fromkeys(C.API_PATH_PATTERNS, api_behavior),
             C.CONSOLE_ASSETS_PATH_PATTERN: cloudfront.BehaviorOptions(
                 response_headers_policy=self.asset_headers, **console_cached

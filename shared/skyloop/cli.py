@@ -251,6 +251,12 @@ def _add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
         help="subscribe to this type only (repeatable; default all)",
     )
     add.add_argument("--description", default=None)
+    add.add_argument(
+        "--format",
+        choices=("skyloop", "anthropic"),
+        default=None,
+        help="the payloads: skyloop's (default) or Claude Managed Agents' (docs/webhooks.md)",
+    )
     add.add_argument("--all", action="store_true", help="admin only: every principal's sessions")
     actions.add_parser("ls", parents=[url, as_json], help="list your endpoints")
     for name, text in (

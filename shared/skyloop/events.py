@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from skyloop.models.session import Session
 
 SESSION_STATUS = "session.status"
 SESSION_HEARTBEAT = "session.heartbeat"
@@ -24,6 +27,7 @@ RESPONSE_FAILED = "response.failed"
 RESPONSE_CANCELLED = "response.cancelled"
 ELICITATION_REQUEST = "response.elicitation_request"  # a server tool asks the client's approval
 ELICITATION_RESOLVED = "response.elicitation_resolved"
+SESSION_USAGE = "session.usage"  # one per model call: omnigent's usage update, with that call's tokens
 TERMINAL_TYPES = frozenset({RESPONSE_COMPLETED, RESPONSE_FAILED, RESPONSE_CANCELLED, "response.incomplete"})
 
 
@@ -69,6 +73,43 @@ def retry(response_id: str, attempt: int, max_attempts: int) -> dict[str, Any]:
         "error": {"code": "model_step_retried", "message": "the model call is being attempted again"},
         "reason": "model step retried",
     }
+
+
+def session_usage(
+    session: Session,
+    model: str,
+    input_tokens: int,
+    output_tokens: int,
+    *,
+    cost_micros: int | None,
+    response_id: str,
+    iteration: int,
+    started_at: float,
+) -> dict[str, Any]:
+    """omnigent's ``SessionUsageEvent`` after one model call: the session's totals so far (the session
+    row as the call read it, plus the call), and under ``call`` that call alone (Claude's spans)."""
+    total_in = session.input_tokens + input_tokens
+    total_out = session.output_tokens + output_tokens
+    out: dict[str, Any] = {
+        "conversation_id": session.id,
+        "usage_by_model": {
+            model: {
+                "input_tokens": total_in,
+                "output_tokens": total_out,
+                "total_tokens": total_in + total_out,
+            }
+        },
+        "call": {
+            "response_id": response_id,
+            "iteration": iteration,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "started_at": round(started_at, 3),
+        },
+    }
+    if cost_micros is not None:
+        out["total_cost_usd"] = (session.spend_micros + cost_micros) / 1_000_000
+    return out
 
 
 def input_consumed(item_id: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -198,5 +239,10 @@ def approval_request(
     }
 
 
-def approval_resolved(elicitation_id: str, action: str, response_id: str) -> dict[str, Any]:
-    return {"elicitation_id": elicitation_id, "action": action, "response_id": response_id}
+def approval_resolved(
+    elicitation_id: str, action: str, response_id: str, *, deny_message: str | None = None
+) -> dict[str, Any]:
+    out = {"elicitation_id": elicitation_id, "action": action, "response_id": response_id}
+    if deny_message:
+        out["deny_message"] = deny_message  # Claude's user.tool_confirmation; omnigent's clients ignore it
+    return out

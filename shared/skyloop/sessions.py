@@ -271,6 +271,7 @@ def create_session(
     parent_session_id: str | None = None,
     session_id: str | None = None,
     environment: HostedEnvironment | None = None,
+    environment_id: str | None = None,
 ) -> Session:
     """A new idle session of the caller's; ``items`` are its history (an import's or a fork's).
     ``environment`` replaces the agent's hosted environment for this session (its secrets checked as
@@ -297,6 +298,7 @@ def create_session(
         model_override=model_override or None,
         parent_session_id=parent_session_id,
         environment=environment,
+        environment_id=environment_id,
     )
     store.create_session(session, items)
     return store.get_session(session.id) if items else session

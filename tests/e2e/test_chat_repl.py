@@ -258,13 +258,13 @@ def test_ctrl_c_interrupts_a_blocked_turn_and_a_second_ctrl_c_quits(
     live_server: str, live_runner_id: str, mock_llm_server_url: str, spawn_chat: Any
 ) -> None:
     # Given an agent whose model call blocks at the mock's gate
-    name, _ = scripted_agent(live_server, mock_llm_server_url, [{"block": True, "text": "too late"}])
+    name, model = scripted_agent(live_server, mock_llm_server_url, [{"block": True, "text": "too late"}])
     chat = spawn_chat("--agent", name)
     session_id = session_id_of(chat)
     chat.expect(PROMPT)
     try:
         chat.line("take your time")
-        wait_for_gate(mock_llm_server_url)
+        wait_for_gate(mock_llm_server_url, model)
 
         # When the user presses Ctrl-C during the turn
         chat.send("\x03")
@@ -299,10 +299,12 @@ def test_ctrl_c_interrupts_a_blocked_turn_and_a_second_ctrl_c_quits(
             httpx.post(f"{mock_llm_server_url}/gate/release", timeout=5)
 
 
-def wait_for_gate(mock_url: str, timeout_s: float = 20.0) -> None:
+def wait_for_gate(mock_url: str, model: str, timeout_s: float = 20.0) -> None:
+    """Until this test's model request waits at the gate (another test's gate may still be pending)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if httpx.get(f"{mock_url}/gate/pending", timeout=5).json()["pending"]:
+        mine = httpx.get(f"{mock_url}/mock/requests", params={"key": model}, timeout=5).json()["requests"]
+        if mine and httpx.get(f"{mock_url}/gate/pending", timeout=5).json()["pending"]:
             return
         time.sleep(0.05)
     raise AssertionError(f"no model request reached the mock's gate within {timeout_s}s")

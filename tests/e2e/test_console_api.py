@@ -209,6 +209,15 @@ def test_the_console_is_served_at_the_root_beside_the_api(live_server: str) -> N
     missing = httpx.get(f"{live_server}/v1/nothing-here")
     assert missing.status_code == 404
     assert missing.json() == {"error": {"code": "not_found", "message": "Not found"}}
+    # every API prefix answers an unknown path in its own contract's error shape, never the app's page
+    api_404 = httpx.get(f"{live_server}/api/nothing-here")
+    assert (api_404.status_code, api_404.json()["error"]["code"]) == (404, "not_found")
+    openai_404 = httpx.get(f"{live_server}/openai/v1/nothing-here")
+    assert (openai_404.status_code, openai_404.json()["error"]["type"]) == (404, "not_found_error")
+    claude_404 = httpx.get(f"{live_server}/anthropic/v1/nothing-here")
+    assert claude_404.status_code == 404
+    assert claude_404.json()["type"] == "error"
+    assert claude_404.json()["error"]["type"] == "not_found_error"
     assert httpx.get(f"{live_server}/openapi.json").json()["openapi"].startswith("3.1")
     assert httpx.get(f"{live_server}/health").json() == {"status": "ok"}
     assert httpx.head(f"{live_server}/").status_code == 200

@@ -42,6 +42,7 @@ class Tenants:
     webhook_id: str = ""
     task_id: str = ""
     automation_id: str = ""
+    environment_id: str = ""
 
     def client(self, who: str) -> httpx.Client:
         return httpx.Client(
@@ -156,6 +157,11 @@ def tenants(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tenants]:
             )
             assert automation.status_code == 200, automation.text
             t.automation_id = automation.json()["id"]
+            environment = alice.post(
+                "/anthropic/v1/environments", json={"name": "alice's", "config": {"type": "self_hosted"}}
+            )
+            assert environment.status_code == 200, environment.text
+            t.environment_id = environment.json()["id"]
         yield t
     finally:
         _stop(proc)
@@ -178,6 +184,7 @@ def alice_state(t: Tenants) -> dict[str, Any]:
         automation = alice.get(f"/openai/v1/agents/automations/{t.automation_id}").json()
         invocations = alice.get(f"/openai/v1/agents/automations/{t.automation_id}/invocations").json()["data"]
         endpoint = alice.get(f"/openai/v1/webhook_endpoints/{t.webhook_id}").json()
+        environment = alice.get(f"/anthropic/v1/environments/{t.environment_id}").json()
     keep = ("status", "title", "labels", "archived", "last_seq", "runner_id", "agent_id", "usage")
     return {
         "session": {k: snapshot.get(k) for k in keep},
@@ -193,6 +200,7 @@ def alice_state(t: Tenants) -> dict[str, Any]:
         "automation": automation,
         "invocations": invocations,
         "endpoint": endpoint,
+        "environment": environment,
     }
 
 
@@ -264,7 +272,33 @@ CROSS_CASES: dict[tuple[str, str], dict[str, Any] | None] = {
     ("DELETE", "/openai/v1/webhook_endpoints/{endpoint_id}"): None,
     ("POST", "/openai/v1/webhook_endpoints/{endpoint_id}/rotate_secret"): {},
     ("POST", "/openai/v1/webhook_endpoints/{endpoint_id}/test"): {"event_type": "agent.session.idle"},
+    # Claude Managed Agents (docs/anthropic.md): the same agents and sessions, environments of their own
+    ("GET", "/anthropic/v1/agents/{agent_id}"): None,
+    ("POST", "/anthropic/v1/agents/{agent_id}"): {"system": "bob's now"},
+    ("POST", "/anthropic/v1/agents/{agent_id}/archive"): None,
+    ("GET", "/anthropic/v1/agents/{agent_id}/versions"): None,
+    ("GET", "/anthropic/v1/sessions/{session_id}"): None,
+    ("POST", "/anthropic/v1/sessions/{session_id}"): {"title": "bob was here"},
+    ("DELETE", "/anthropic/v1/sessions/{session_id}"): None,
+    ("POST", "/anthropic/v1/sessions/{session_id}/archive"): None,
+    ("POST", "/anthropic/v1/sessions/{session_id}/events"): {
+        "events": [{"type": "user.message", "content": [{"type": "text", "text": "hi"}]}]
+    },
+    ("GET", "/anthropic/v1/sessions/{session_id}/events"): None,
+    ("GET", "/anthropic/v1/environments/{environment_id}"): None,
+    ("POST", "/anthropic/v1/environments/{environment_id}"): {"name": "bob's now"},
+    ("DELETE", "/anthropic/v1/environments/{environment_id}"): None,
+    ("POST", "/anthropic/v1/environments/{environment_id}/archive"): None,
+    ("GET", "/anthropic/v1/environments/{environment_id}/work"): None,
+    ("GET", "/anthropic/v1/environments/{environment_id}/work/poll"): None,
+    ("GET", "/anthropic/v1/environments/{environment_id}/work/stats"): None,
+    ("GET", "/anthropic/v1/environments/{environment_id}/work/{work_id}"): None,
+    ("POST", "/anthropic/v1/environments/{environment_id}/work/{work_id}"): {"metadata": {"by": "bob"}},
+    ("POST", "/anthropic/v1/environments/{environment_id}/work/{work_id}/ack"): None,
+    ("POST", "/anthropic/v1/environments/{environment_id}/work/{work_id}/heartbeat"): None,
+    ("POST", "/anthropic/v1/environments/{environment_id}/work/{work_id}/stop"): {"force": True},
 }
+UNKNOWN_ENVIRONMENT = "env_" + UNKNOWN[:24]
 # Routes with no id of alice's in the path: what bob can do with them is checked below.
 NO_ID_ROUTES = {
     ("GET", "/health"),
@@ -292,7 +326,19 @@ NO_ID_ROUTES = {
     ("GET", "/openai/v1/webhook_endpoints"),
     ("POST", "/openai/v1/webhook_endpoints"),
     ("GET", "/openai/v1/webhook_event_types"),
+    ("GET", "/anthropic/v1/agents"),
+    ("POST", "/anthropic/v1/agents"),
+    ("GET", "/anthropic/v1/sessions"),
+    ("POST", "/anthropic/v1/sessions"),
+    ("GET", "/anthropic/v1/environments"),
+    ("POST", "/anthropic/v1/environments"),
 }
+
+
+def error_code(body: dict[str, Any]) -> str:
+    """skyloop's and OpenAI's ``error.code``; Anthropic's shape has it as ``error.details.error_code``."""
+    error = body["error"]
+    return str(error.get("code") or (error.get("details") or {}).get("error_code"))
 
 
 def test_every_route_with_another_principals_id_is_not_found(tenants: Tenants) -> None:
@@ -314,6 +360,8 @@ def test_every_route_with_another_principals_id_is_not_found(tenants: Tenants) -
         "automation_id": tenants.automation_id,
         "invocation_id": UNKNOWN,
         "endpoint_id": tenants.webhook_id,
+        "environment_id": tenants.environment_id,
+        "work_id": "work_" + UNKNOWN,
     }
     with tenants.client("bob") as bob:
         for (method, path), body in CROSS_CASES.items():
@@ -329,6 +377,8 @@ def test_every_route_with_another_principals_id_is_not_found(tenants: Tenants) -
                 automation_id=UNKNOWN,
                 invocation_id=UNKNOWN,
                 endpoint_id=UNKNOWN,
+                environment_id=UNKNOWN_ENVIRONMENT,
+                work_id="work_" + UNKNOWN,
             )
             sent: dict[str, Any] = {"files": body} if body is FILE_UPLOAD else {"json": body}
             # When bob names alice's id
@@ -336,7 +386,7 @@ def test_every_route_with_another_principals_id_is_not_found(tenants: Tenants) -
             mine = bob.request(method, unknown, **sent)
             # Then it is 404, exactly as an id that does not exist (nothing tells them apart)
             assert theirs.status_code == 404, (method, path, theirs.text)
-            assert theirs.json()["error"]["code"] == "not_found"
+            assert error_code(theirs.json()) in ("not_found", "environment_not_found"), theirs.text
             assert mine.status_code == theirs.status_code
             assert (
                 theirs.json()["error"]["message"]
@@ -346,6 +396,7 @@ def test_every_route_with_another_principals_id_is_not_found(tenants: Tenants) -
                 .replace(tenants.webhook_id, UNKNOWN)
                 .replace(tenants.task_id, UNKNOWN)
                 .replace(tenants.automation_id, UNKNOWN)
+                .replace(tenants.environment_id, UNKNOWN_ENVIRONMENT)
                 == mine.json()["error"]["message"]
             )
         # And a task of alice's agent cannot be scheduled: the agent is as unknown as one that does not exist
@@ -374,6 +425,15 @@ def test_every_route_with_another_principals_id_is_not_found(tenants: Tenants) -
         assert bob.get("/v1/webhooks").json()["data"] == []
         assert bob.get("/openai/v1/agents/automations").json()["data"] == []
         assert bob.get("/openai/v1/webhook_endpoints").json()["data"] == []
+        for listing in ("agents", "sessions", "environments"):
+            assert bob.get(f"/anthropic/v1/{listing}").json()["data"] == [], listing
+        claude_stream = bob.get(f"/anthropic/v1/sessions/{tenants.session_id}/events/stream")
+        assert claude_stream.status_code == 404, claude_stream.text
+        opened_here = bob.post(
+            "/anthropic/v1/sessions",
+            json={"agent": tenants.agent_id, "environment_id": tenants.environment_id},
+        )
+        assert opened_here.status_code == 404, opened_here.text
         assert bob.get("/v1/webhooks", params={"owner": "alice"}).status_code == 403
         # And naming alice as the owner to list is refused to a non-admin
         refused = bob.get("/v1/sessions", params={"owner": "alice"})

@@ -436,6 +436,10 @@ def test_cli_and_events_tail(stack: Stack) -> None:
         assert added["id"] in cli("webhooks", "ls")
         assert "test ok: 200" in cli("webhooks", "test", added["id"])
         assert "skyloop.webhook.test" in cli("webhooks", "deliveries", added["id"])
+        claude = json.loads(cli("webhooks", "add", receiver.url, "--format", "anthropic", "--json"))
+        assert claude["format"] == "anthropic"
+        assert "test ok: 200" in cli("webhooks", "test", claude["id"])
+        cli("webhooks", "rm", claude["id"])
         # the tail runs while a session is created and runs a turn
         tail = subprocess.Popen(
             [

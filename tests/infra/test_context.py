@@ -244,6 +244,8 @@ def test_cors_on_the_stream_url_allows_the_listed_origins(prod_template: dict[st
         "content-type",
         "idempotency-key",
         "openai-beta",
+        "anthropic-beta",
+        "anthropic-version",
     }
     assert cors["AllowCredentials"] is False
 
@@ -254,7 +256,7 @@ def test_cors_preflights_and_origin_pass_through_the_edge(prod_template: dict[st
     # (the console's behaviors serve its own files on the same origin: no CORS there)
     console_origin = config["DefaultCacheBehavior"]["TargetOriginId"]
     api_behaviors = [b for b in config["CacheBehaviors"] if b["TargetOriginId"] != console_origin]
-    assert len(api_behaviors) == len(C.API_PATH_PATTERNS) + 1 + len(C.OPENAI_STREAM_PATH_PATTERNS)
+    assert len(api_behaviors) == len(C.API_PATH_PATTERNS) + 1 + len(C.COMPAT_STREAM_PATH_PATTERNS)
     for behavior in api_behaviors:
         # Then OPTIONS reaches the origins, which answer the preflight
         assert "OPTIONS" in behavior["AllowedMethods"]

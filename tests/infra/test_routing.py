@@ -73,7 +73,7 @@ def test_a_body_that_reaches_the_signed_function_url_is_found(
     # Given the stream behaviours without their viewer-request function (every method to the URL)
     template = copy.deepcopy(template_json)
     config = _distribution(template)
-    for pattern in (C.STREAM_PATH_PATTERN, *C.OPENAI_STREAM_PATH_PATTERNS):
+    for pattern in (C.STREAM_PATH_PATTERN, *C.COMPAT_STREAM_PATH_PATTERNS):
         _behavior(config, pattern).pop("FunctionAssociations")
     found = _rules(check_routing(template, routes))
     # Then OpenAI's event post is refused by Lambda before the function runs: a finding

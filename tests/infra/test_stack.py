@@ -877,9 +877,9 @@ def test_edge_sends_the_openai_stream_paths_whole_to_the_stream_function(templat
     _, _, by_pattern = _behaviors(template_json)
     stream = by_pattern[C.STREAM_PATH_PATTERN]
     streamed = {p for p, b in by_pattern.items() if b["TargetOriginId"] == stream["TargetOriginId"]}
-    assert streamed == {C.STREAM_PATH_PATTERN, *C.OPENAI_STREAM_PATH_PATTERNS}
+    assert streamed == {C.STREAM_PATH_PATTERN, *C.COMPAT_STREAM_PATH_PATTERNS}
     assert "/openai/v1/agents/sessions/*/events" in by_pattern
-    for pattern in C.OPENAI_STREAM_PATH_PATTERNS:
+    for pattern in C.COMPAT_STREAM_PATH_PATTERNS:
         behavior = by_pattern[pattern]
         assert behavior["TargetOriginId"] == stream["TargetOriginId"]
         assert behavior["FunctionAssociations"] == stream["FunctionAssociations"]
@@ -895,8 +895,8 @@ def _origin(config: dict[str, Any], behavior: dict[str, Any]) -> dict[str, Any]:
     return origin
 
 
-API_PATTERNS = ["/v1/*", "/openai/*", "/api/*", "/health", "/openapi.json"]
-STREAM_PATTERNS = ["/v1/sessions/*/stream", *C.OPENAI_STREAM_PATH_PATTERNS]
+API_PATTERNS = ["/v1/*", "/openai/*", "/anthropic/*", "/api/*", "/health", "/openapi.json"]
+STREAM_PATTERNS = ["/v1/sessions/*/stream", *C.COMPAT_STREAM_PATH_PATTERNS]
 
 
 def test_edge_routes_streams_to_the_url_the_api_paths_to_the_api_and_the_rest_to_the_console(

@@ -147,11 +147,13 @@ def test_a_client_tool_turn_makes_these_requests(
         "session.status",
         "session.input.consumed",
         "response.in_progress",
+        "session.usage",  # the first model call's tokens, with its result
         "response.output_item.done",  # call_1 action_required
         "response.output_item.done",  # call_1 completed
         "response.output_item.done",  # its output
         "response.output_text.delta",  # "Found a.py." (streamed, written with the result)
         "response.output_item.done",  # the assistant message
+        "session.usage",
         "response.completed",
         "session.status",
     ]
@@ -230,6 +232,7 @@ def test_writers_between_the_steps_and_the_appends_of_a_turn_cost_retries_not_se
         "session.status",
         "session.input.consumed",
         "response.in_progress",
+        "session.usage",  # the first model call's tokens
         "response.output_item.done",  # call_1 action_required
         "response.output_item.done",  # call_1 completed
         "response.output_item.done",  # its output
@@ -237,6 +240,7 @@ def test_writers_between_the_steps_and_the_appends_of_a_turn_cost_retries_not_se
         "response.output_text.delta",
         "response.output_text.delta",
         "response.output_item.done",  # the assistant message
+        "session.usage",
         "response.completed",
         "session.status",
     ]

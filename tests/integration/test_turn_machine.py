@@ -132,6 +132,7 @@ def test_text_only_turn_streams_and_goes_idle(aws: Stack, api: Api, mock_llm: Mo
         "response.in_progress",
         *["response.output_text.delta"] * len(deltas),
         "response.output_item.done",
+        "session.usage",
         "response.completed",
         "session.status",
     ]
@@ -139,7 +140,7 @@ def test_text_only_turn_streams_and_goes_idle(aws: Stack, api: Api, mock_llm: Mo
     assert events[-1].data["status"] == "idle"
     assert events[0].data["response_id"] == events[-1].data["response_id"] == response_id
     assert "".join(d.data["delta"] for d in deltas) == text
-    done = events[-3].data["item"]
+    done = events[-4].data["item"]
     assert done["type"] == "message"
     assert done["role"] == "assistant"
     assert done["status"] == "completed"
@@ -153,7 +154,10 @@ def test_text_only_turn_streams_and_goes_idle(aws: Stack, api: Api, mock_llm: Mo
     assert items[1].response_id == response_id
     assert items[1].data["content"] == [{"type": "output_text", "text": text}]
     assert items[0].position == 2
-    assert items[1].position == events[-3].seq
+    assert items[1].position == events[-4].seq
+    usage = events[-3].data  # omnigent's session.usage, with the model call's own tokens under "call"
+    assert usage["conversation_id"] == session.id
+    assert usage["call"]["response_id"] == response_id
 
     # And the snapshot agrees with the log
     snap = api.get(f"/v1/sessions/{session.id}").body
@@ -457,11 +461,13 @@ def test_every_step_run_twice_writes_once(aws: Stack, mock_llm: MockLLM) -> None
         "response.output_text.delta",  # "Let me "
         "response.output_text.delta",  # "look." (flushed at the end of the call)
         "response.output_item.done",  # assistant "Let me look."
+        "session.usage",  # the model call's tokens
         "response.output_item.done",  # call_1 action_required
         "response.output_item.done",  # call_1 completed
         "response.output_item.done",  # its output
         "response.output_text.delta",
         "response.output_item.done",  # assistant "All done."
+        "session.usage",
         "response.completed",
         "session.status",
     ]

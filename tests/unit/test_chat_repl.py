@@ -375,17 +375,24 @@ class ScriptedTurn:
 class ScriptedClient:
     base_url = "http://sky.test"
 
-    def __init__(self, *turns: ScriptedTurn) -> None:
+    def __init__(self, *turns: ScriptedTurn | type[KeyboardInterrupt]) -> None:
         self.turns = list(turns)
+        self.interrupted: list[str] = []
 
     def session(self, session_id: str, **kwargs: Any) -> Any:
         client = self
 
         class _Session:
             def send(self, text: str) -> ScriptedTurn:
-                return client.turns.pop(0)
+                turn = client.turns.pop(0)
+                if turn is KeyboardInterrupt:
+                    raise KeyboardInterrupt  # Ctrl-C while the post waits for its answer
+                return turn  # type: ignore[return-value]
 
         return _Session()
+
+    def interrupt(self, session_id: str) -> None:
+        self.interrupted.append(session_id)
 
 
 DELTA = parse_event({"type": "response.output_text.delta", "delta": "Thinking", "message_id": "m"})
@@ -410,6 +417,18 @@ def test_ctrl_c_during_a_turn_interrupts_it_and_the_prompt_returns() -> None:
     assert turn.closed
     assert keys.prompts == ["> ", "> "]
     assert out == "Thinking\ninterrupting… (Ctrl-C again to quit)\ninterrupted\n"
+
+
+def test_ctrl_c_while_the_message_is_posted_interrupts_the_sessions_turn_and_the_prompt_returns() -> None:
+    client = ScriptedClient(KeyboardInterrupt)
+    keys = Keyboard("think hard", "/exit")
+    out = io.StringIO()
+    repl = ChatRepl(client, SID, Renderer(out), read_line=keys, pending_input=lambda: "")  # type: ignore[arg-type]
+
+    assert repl.run() == 0
+    assert client.interrupted == [SID]  # the turn the post may have started is stopped
+    assert keys.prompts == ["> ", "> "]
+    assert "interrupted" in out.getvalue()
 
 
 def test_an_interrupted_turn_also_ends_when_the_session_goes_idle_without_a_terminal_event() -> None:

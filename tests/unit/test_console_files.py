@@ -34,9 +34,18 @@ def test_files_routes_and_misses(tmp_path: Path) -> None:
 
 
 def test_api_paths_are_never_the_consoles() -> None:
-    for path in ("/v1/sessions", "/v1", "/api/version", "/health", "/openapi.json"):
+    for path in (
+        "/v1/sessions",
+        "/v1",
+        "/api/version",
+        "/health",
+        "/openapi.json",
+        "/openai/v1/x",
+        "/anthropic",
+        "/anthropic/v1/nothing",
+    ):
         assert console.is_api_path(path), path
-    for path in ("/", "/sessions/x", "/inbox", "/agents", "/v1x", "/healthy"):
+    for path in ("/", "/sessions/x", "/inbox", "/agents", "/v1x", "/healthy", "/anthropics"):
         assert not console.is_api_path(path), path
 
 

@@ -138,6 +138,7 @@ def test_a_text_turn_streams_then_completes_and_goes_idle() -> None:
         ev.RESPONSE_IN_PROGRESS,
         ev.RESPONSE_TEXT_DELTA,
         ev.RESPONSE_ITEM_DONE,
+        ev.SESSION_USAGE,  # the model call's tokens, with the result
         ev.RESPONSE_COMPLETED,
         ev.SESSION_STATUS,
     ]
@@ -165,7 +166,13 @@ def test_the_post_that_starts_a_turn_announces_it_and_the_answer_ends_it_in_one_
     ended = steps.call_model(world.store, state, Model(text("Hello")))
     assert (ended.next, ended.finished) == ("stop", True)
     assert appends[1:] == [
-        [ev.RESPONSE_TEXT_DELTA, ev.RESPONSE_ITEM_DONE, ev.RESPONSE_COMPLETED, ev.SESSION_STATUS]
+        [
+            ev.RESPONSE_TEXT_DELTA,
+            ev.RESPONSE_ITEM_DONE,
+            ev.SESSION_USAGE,
+            ev.RESPONSE_COMPLETED,
+            ev.SESSION_STATUS,
+        ]
     ]
     assert world.store.get_session(world.sid).status == "idle"
 
@@ -611,11 +618,13 @@ def test_a_fast_client_round_trip_runs_in_the_same_model_step_without_parking() 
         ev.SESSION_STATUS,
         ev.SESSION_INPUT_CONSUMED,
         ev.RESPONSE_IN_PROGRESS,
+        ev.SESSION_USAGE,  # the first model call's tokens
         ev.RESPONSE_ITEM_DONE,  # action_required
         ev.RESPONSE_ITEM_DONE,  # the call, completed
         ev.RESPONSE_ITEM_DONE,  # its output
         ev.RESPONSE_TEXT_DELTA,
         ev.RESPONSE_ITEM_DONE,  # the answer
+        ev.SESSION_USAGE,
         ev.RESPONSE_COMPLETED,
         ev.SESSION_STATUS,
     ]

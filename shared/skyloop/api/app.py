@@ -29,15 +29,25 @@ OPEN_PATHS = frozenset({"/health", "/api/version", "/v1/info"})  # omnigent clie
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-OPENAI_PREFIX = "/openai/v1/"  # OpenAI's Agents API: its errors are OpenAI's shape (skyloop.openai_compat)
+OPENAI_PREFIX = "/openai/"  # OpenAI's Agents API: its errors are OpenAI's shape (skyloop.openai_compat)
+ANTHROPIC_PREFIX = "/anthropic/"  # Claude Managed Agents: Anthropic's shape (skyloop.anthropic_compat)
 
 
 def error_response(path: str, exc: SkyloopError, headers: dict[str, str] | None = None) -> Response:
-    """skyloop's ``{"error": {"code", "message"}}``, or OpenAI's shape under ``/openai/v1``."""
+    """skyloop's ``{"error": {"code", "message"}}``, or OpenAI's under ``/openai``, Anthropic's under ``/anthropic``."""
     if path.startswith(OPENAI_PREFIX):
         from skyloop.openai_compat.errors import error_body, error_headers
 
         return json_response(exc.status, error_body(exc), headers={**error_headers(exc), **(headers or {})})
+    if path.startswith(ANTHROPIC_PREFIX):
+        from skyloop.anthropic_compat import errors
+
+        request_id = logger.get_correlation_id()
+        return json_response(
+            exc.status,
+            errors.error_body(exc, request_id),
+            headers={**errors.error_headers(exc), **(headers or {})},
+        )
     extra = {**exc.headers, **(headers or {})}
     return json_response(exc.status, exc.to_body(), headers=extra or None)
 
@@ -62,6 +72,10 @@ def _not_found(_: Exception) -> Response:
         from skyloop.openai_compat import unsupported
 
         return error_response(path, unsupported.for_path(path) or NotFoundError(f"Not found: {path}"))
+    if path.startswith(ANTHROPIC_PREFIX):
+        from skyloop.anthropic_compat import unsupported as claude_unsupported
+
+        return error_response(path, claude_unsupported.for_path(path) or NotFoundError(f"Not found: {path}"))
     return json_response(404, {"error": {"code": "not_found", "message": "Not found"}})
 
 
@@ -75,8 +89,11 @@ def _as_principal(app: APIGatewayHttpResolver, next_middleware: Any) -> Response
     from skyloop.auth import authenticate
 
     headers = {k.lower(): v for k, v in (event.headers or {}).items()}
+    authorization = headers.get("authorization")
+    if authorization is None and headers.get("x-api-key") and event.path.startswith(ANTHROPIC_PREFIX):
+        authorization = f"Bearer {headers['x-api-key']}"  # Anthropic's other auth header, for other clients
     try:
-        principal = authenticate(deps.store(), headers.get("authorization"), settings)
+        principal = authenticate(deps.store(), authorization, settings)
         if event.http_method not in READ_METHODS:
             principal.require_write()
     except SkyloopError as exc:
@@ -92,6 +109,8 @@ def _correlation_header(app: APIGatewayHttpResolver, next_middleware: Any) -> Re
     correlation_id = logger.get_correlation_id()
     if correlation_id:
         response.headers["X-Request-Id"] = correlation_id
+        if app.current_event.path.startswith(ANTHROPIC_PREFIX):
+            response.headers["request-id"] = correlation_id  # the SDK's _request_id and error messages
     return response
 
 

@@ -83,7 +83,7 @@ def _validate_spec(raw: object, prefix: str, where: str) -> AgentSpec:
     unknown = unknown_keys(raw)
     if unknown:
         raise InvalidInputError(
-            f"{prefix}unknown key {unknown[0]!r}{where} (an agent spec has: {', '.join(sorted(SPEC_KEYS - {'openai'}))}; "
+            f"{prefix}unknown key {unknown[0]!r}{where} (an agent spec has: {', '.join(sorted(SPEC_KEYS - {'openai', 'anthropic'}))}; "
             "omnigent's config keys are kept as given)",
             param=unknown[0],
         )

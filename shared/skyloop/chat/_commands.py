@@ -310,6 +310,7 @@ def _webhooks_action(client: Client, args: argparse.Namespace) -> tuple[Any, str
             events=args.event or None,
             description=args.description,
             all_sessions=args.all or None,
+            format=args.format,
         )
         endpoint = added.parse()
         return added.json(), (

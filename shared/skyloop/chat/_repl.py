@@ -116,7 +116,16 @@ class ChatRepl:
         """Run one turn to its end; False when the user pressed Ctrl-C twice to quit."""
         renderer = self.renderer
         renderer.start_turn()
-        turn = self.session.send(text)
+        try:
+            turn = self.session.send(text)
+        except KeyboardInterrupt:
+            # Ctrl-C before the post answered (a busy server may already run the turn): stop the session's turn
+            renderer.at_line_start = False
+            renderer.notice("interrupting…")
+            self.interrupt_session()
+            renderer.interrupted()
+            renderer.end_turn()
+            return True
         interrupted = False
         try:
             while True:

@@ -296,10 +296,14 @@ class AsyncClient:
         events: list[str] | None = None,
         description: str | None = None,
         all_sessions: bool | None = None,
+        format: str | None = None,
     ) -> WebhookEndpoint:
-        """Register an endpoint for the lifecycle events of your sessions; keep ``secret``: it is shown once."""
+        """Register an endpoint for the lifecycle events of your sessions; keep ``secret``: it is shown once.
+        ``format="anthropic"`` posts Claude Managed Agents' payloads (``beta.webhooks.unwrap`` verifies them)."""
         return await self._transport.send(
-            api.create_webhook(url, events=events, description=description, all_sessions=all_sessions)
+            api.create_webhook(
+                url, events=events, description=description, all_sessions=all_sessions, format=format
+            )
         )
 
     async def list_webhooks(self, *, owner: str | None = None) -> WebhookEndpointPage:

@@ -362,9 +362,17 @@ def create_webhook(
     events: list[str] | None = None,
     description: str | None = None,
     all_sessions: bool | None = None,
+    format: str | None = None,
 ) -> ApiCall[WebhookEndpoint]:
-    """Register an endpoint; the answer carries its signing secret, shown this once."""
-    body = {"url": url, "events": events, "description": description, "all_sessions": all_sessions}
+    """Register an endpoint; the answer carries its signing secret, shown this once. ``format``:
+    ``skyloop`` (the default) or ``anthropic`` (Claude Managed Agents' payloads, docs/webhooks.md)."""
+    body = {
+        "url": url,
+        "format": format,
+        "events": events,
+        "description": description,
+        "all_sessions": all_sessions,
+    }
     return ApiCall(
         "POST",
         "/v1/webhooks",

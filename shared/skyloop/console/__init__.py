@@ -17,8 +17,8 @@ from skyloop.manifest import PROJECT_ROOT
 CONSOLE_DIR_ENV = "SKYLOOP_CONSOLE_DIR"
 DEFAULT_DIR = PROJECT_ROOT / "console" / "dist"
 # Paths the API owns (the API function's 404 JSON answers unknown ones), as CloudFront routes them.
-API_PREFIXES = ("/v1/", "/openai/", "/api/")
-API_PATHS = frozenset({"/v1", "/openai", "/api", "/health", "/healthz", "/openapi.json"})
+API_PREFIXES = ("/v1/", "/openai/", "/anthropic/", "/api/")
+API_PATHS = frozenset({"/v1", "/openai", "/anthropic", "/api", "/health", "/healthz", "/openapi.json"})
 IMMUTABLE = "public, max-age=31536000, immutable"  # Vite names assets by content hash
 NO_CACHE = "no-cache"
 HOW_TO_BUILD = "make console  (npm ci and vite build in console/, into console/dist)"

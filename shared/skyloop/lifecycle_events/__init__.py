@@ -1,7 +1,8 @@
 """Lifecycle events: what happened to a session, in OpenAI's ``agent.session.*`` webhook shape.
 
 * :mod:`skyloop.lifecycle_events.models` -- the events (pydantic), the types an endpoint may subscribe to;
-* :mod:`skyloop.lifecycle_events.derive` -- log events -> lifecycle events, a pure function.
+* :mod:`skyloop.lifecycle_events.derive` -- log events -> lifecycle events, a pure function;
+* :mod:`skyloop.lifecycle_events.claude` -- a lifecycle event in Claude Managed Agents' webhook shape.
 
 Webhooks (:mod:`skyloop.webhooks`) and EventBridge carry them; any other
 surface that announces sessions (e.g. the OpenAI Agents API) can reuse both.

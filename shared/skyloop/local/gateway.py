@@ -24,7 +24,7 @@ from starlette.routing import Mount, Route, WebSocketRoute, request_response
 
 from skyloop import function_identity
 from skyloop.live.local import live_endpoint
-from skyloop.stream.app import STREAM_METHODS, healthz, openai_routes, stream_session
+from skyloop.stream.app import STREAM_METHODS, anthropic_routes, healthz, openai_routes, stream_session
 from skyloop.stream.proxy import http_api_event
 
 if TYPE_CHECKING:
@@ -111,6 +111,10 @@ def create_gateway(
         # as CloudFront's behaviours: GET (and HEAD) of the OpenAI stream path go to the stream function,
         # a request with a body to the API (the catch-all below)
         *(Route(r.path, AsFunction("stream", r.endpoint), methods=STREAM_METHODS) for r in openai_routes()),
+        *(
+            Route(r.path, AsFunction("stream", r.endpoint), methods=STREAM_METHODS)
+            for r in anthropic_routes()
+        ),
     ]
     if mock_app is not None:
         routes.append(Mount("/_mock", app=mock_app))

@@ -94,10 +94,11 @@ class AgentLimits(BaseModel):
         return self
 
 
-# The top-level keys an agent spec may have: skyloop's own, the OpenAI Agents API's record of an agent
-# made through it, and omnigent's config.yaml keys (its bundles carry them; skyloop keeps them as given).
+# The top-level keys an agent spec may have: skyloop's own, the OpenAI Agents API's and Claude Managed
+# Agents' record of an agent made through them, and omnigent's config.yaml keys (its bundles carry them;
+# skyloop keeps them as given).
 SPEC_KEYS = frozenset(
-    {"name", "prompt", "description", "executor", "tools", "limits", "environment", "openai"}
+    {"name", "prompt", "description", "executor", "tools", "limits", "environment", "openai", "anthropic"}
 )
 OMNIGENT_SPEC_KEYS = frozenset(
     {
@@ -147,6 +148,8 @@ class Agent(BaseModel):
     api_key_secret: str | None = (
         None  # the Secrets Manager secret holding the model key (see skyloop.secrets)
     )
+    # when it was archived (Claude Managed Agents' agents.archive): still runs, not listed, no new sessions
+    archived_at: int | None = None
 
     def to_api(self) -> dict[str, Any]:
         """``tools`` is omnigent's list (each with ``runtime``); ``tool_spec`` the spec's own form."""

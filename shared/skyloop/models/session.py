@@ -51,6 +51,7 @@ class Session(BaseModel):
     spend_micros: int = 0
     # The hosted environment of this session, when it overrides its agent's (skyloop.environments)
     environment: HostedEnvironment | None = None
+    environment_id: str | None = None  # the Claude Managed Agents environment it was opened in
 
 
 class ConversationItem(BaseModel):

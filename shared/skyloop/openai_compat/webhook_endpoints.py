@@ -128,6 +128,16 @@ def _records() -> WebhookRecords:
     return webhook_records()
 
 
+def _endpoint(records: WebhookRecords, endpoint_id: str) -> Endpoint:
+    """An endpoint of OpenAI's shape: one in Claude's format is not this API's (404, as unknown)."""
+    from skyloop.errors import NotFoundError
+
+    endpoint = service.get_endpoint(records, endpoint_id)
+    if endpoint.format != "skyloop":
+        raise NotFoundError(f"Webhook endpoint not found: '{endpoint_id}'")
+    return endpoint
+
+
 def create(body: EndpointCreate) -> dict[str, Any]:
     from skyloop.webhooks.models import CreateWebhookRequest
 
@@ -139,13 +149,13 @@ def create(body: EndpointCreate) -> dict[str, Any]:
 
 
 def retrieve(endpoint_id: str) -> dict[str, Any]:
-    return view(service.get_endpoint(_records(), endpoint_id))
+    return view(_endpoint(_records(), endpoint_id))
 
 
 def update(endpoint_id: str, body: EndpointUpdate) -> dict[str, Any]:
     """The fields sent change (a URL checked as on create); an unchanged update leaves ``updated_at``."""
     records = _records()
-    endpoint = service.get_endpoint(records, endpoint_id)
+    endpoint = _endpoint(records, endpoint_id)
     changes: dict[str, Any] = {}
     for field in body.model_fields_set:
         if getattr(body, field) is None:
@@ -172,13 +182,13 @@ def list_endpoints(*, after: str | None, limit: int) -> dict[str, Any]:
     from skyloop.openai_compat.service import slice_page
 
     found = _records().list_endpoints(principals.list_owner(None))
-    rows = [view(e) for e in reversed(found)]  # newest first
+    rows = [view(e) for e in reversed(found) if e.format == "skyloop"]  # newest first
     return slice_page(rows, after=after, limit=limit, what="webhook endpoint")
 
 
 def delete(endpoint_id: str) -> dict[str, Any]:
     records = _records()
-    endpoint = service.get_endpoint(records, endpoint_id)
+    endpoint = _endpoint(records, endpoint_id)
     records.delete_endpoint(endpoint.id)
     return {"id": endpoint.id, "object": "webhook_endpoint.deleted", "deleted": True}
 
@@ -187,6 +197,7 @@ def rotate(endpoint_id: str, body: RotateSecret) -> dict[str, Any]:
     from skyloop.webhooks.models import RotateSecretRequest
 
     records = _records()
+    _endpoint(records, endpoint_id)
     grace = GRACE_24H_S if body.keep_old_secret_active_for_24_hours else 0
     service.rotate(records, endpoint_id, RotateSecretRequest(grace_period_s=grace))
     return view(service.get_endpoint(records, endpoint_id), with_secret=True)
@@ -197,8 +208,10 @@ def send_test(endpoint_id: str, body: SendTest) -> dict[str, Any]:
     from skyloop.webhooks.models import TestWebhookRequest
 
     event_type = check_types([body.event_type], param="event_type")[0]
+    records = _records()
+    _endpoint(records, endpoint_id)
     result = service.send_test(
-        _records(), deps.get_settings(), endpoint_id, TestWebhookRequest(), sample=_sample(event_type)
+        records, deps.get_settings(), endpoint_id, TestWebhookRequest(), sample=_sample(event_type)
     )
     if result["status_code"] is None:
         raise InvalidInputError(

@@ -27,6 +27,10 @@ Key design (one table, ``pk``/``sk`` strings, two sparse GSIs)::
     scheduled task      SCHEDULE#<id>       TASK                                by_owner:      scheduled_task#<owner> / <ts>#<id>
                                                                                 due_schedules: due#<id[0]> / <next run:012>#<id> (while armed)
     scheduled run       SCHEDULE#<id>       RUN#<run id>                        (run ids sort by time)
+    Claude environment  ENVIRONMENT#<id>    ENVIRONMENT                         by_owner:      environment#<owner> / <ts>#<id>
+    Claude work item    ENVIRONMENT#<id>    WORK#<work id>                      (TTL expires_at once stopped; work ids sort by time)
+    Claude work poller  ENVIRONMENT#<id>    WORKER#<worker id>                  (TTL expires_at: its last poll's sighting)
+    session's work      SESSION#<id>        WORK                                (the id of the session's newest work item)
 
 Indexes are named after what they index: ``by_owner`` lists a principal's
 agents, sessions or tokens newest last; ``by_agent_name`` lists the versions of
@@ -62,6 +66,14 @@ its time) are single-partition operations, and a delivery's key is the
 event's id, so deriving one event twice enqueues it once. Routing an event
 reads the ``by_owner`` index for the session owner's endpoints and for
 those an admin opened to every session (``webhook-all#*``).
+
+A self-hosted Claude environment's work queue lives in the environment's
+partition: polling is one Query of ``WORK#`` rows (oldest first: a work id
+starts with its time) and a claim is a conditional write on the row's
+revision, so two pollers never take one item. The ``WORK`` row beside a
+session names its newest work item; queueing writes the item and moves that
+pointer in one transaction, so two messages racing queue one item. Stopped
+items expire; so do the ``WORKER#`` sightings the queue's stats count.
 """
 
 from __future__ import annotations
@@ -69,6 +81,7 @@ from __future__ import annotations
 PK = "pk"
 SK = "sk"
 TTL_ATTRIBUTE = "expires_at"
+EVENT_AT = "at"  # an event row's write time (epoch s): Claude's processed_at
 
 INDEX_BY_OWNER = "by_owner"
 INDEX_BY_AGENT_NAME = "by_agent_name"
@@ -234,6 +247,37 @@ def delivery_key(endpoint_id: str, event_id: str) -> dict[str, str]:
 
 def webhook_pk(endpoint_id: str) -> str:
     return f"{WEBHOOK_PREFIX}{endpoint_id}"
+
+
+ENVIRONMENT_PREFIX = "ENVIRONMENT#"
+
+
+def claude_environment_key(environment_id: str) -> dict[str, str]:
+    """A Claude Managed Agents environment (skyloop.anthropic_compat.environments)."""
+    return {PK: f"{ENVIRONMENT_PREFIX}{environment_id}", SK: "ENVIRONMENT"}
+
+
+WORK_PREFIX = "WORK#"
+WORKER_PREFIX = "WORKER#"
+
+
+def claude_environment_pk(environment_id: str) -> str:
+    return f"{ENVIRONMENT_PREFIX}{environment_id}"
+
+
+def claude_work_key(environment_id: str, work_id: str) -> dict[str, str]:
+    """A work item of a self-hosted Claude environment (skyloop.anthropic_compat.work), in its partition."""
+    return {PK: claude_environment_pk(environment_id), SK: f"{WORK_PREFIX}{work_id}"}
+
+
+def claude_worker_key(environment_id: str, worker_id: str) -> dict[str, str]:
+    """The last poll of one worker (``Anthropic-Worker-ID``) of an environment: the queue's stats count them."""
+    return {PK: claude_environment_pk(environment_id), SK: f"{WORKER_PREFIX}{worker_id}"}
+
+
+def session_work_key(session_id: str) -> dict[str, str]:
+    """Which work item is a session's newest (deleted with the session)."""
+    return {PK: session_pk(session_id), SK: "WORK"}
 
 
 SCHEDULE_PREFIX = "SCHEDULE#"

@@ -93,6 +93,15 @@ class MemoryStore:
                 raise NotFoundError(f"Agent not found: '{agent_id}'")
             return self._agents[agent_id][0].model_copy(deep=True)
 
+    def archive_agent(self, agent_id: str, at: int) -> Agent:
+        with self._lock:
+            if agent_id not in self._agents:
+                raise NotFoundError(f"Agent not found: '{agent_id}'")
+            agent, created = self._agents[agent_id]
+            if agent.archived_at is None:
+                self._agents[agent_id] = (agent.model_copy(update={"archived_at": at}), created)
+            return self._agents[agent_id][0].model_copy(deep=True)
+
     def delete_agent(self, agent_id: str) -> None:
         with self._lock:
             self._agents.pop(agent_id, None)
@@ -314,7 +323,7 @@ class MemoryStore:
         if batch.dedupe_key:
             data.dedupe[batch.dedupe_key] = expires
         for i, (type_, event_data) in enumerate(batch.events):
-            data.events.append((StoredEvent(first + i, type_, copy.deepcopy(event_data)), expires))
+            data.events.append((StoredEvent(first + i, type_, copy.deepcopy(event_data), at=now), expires))
         for idx, item in enumerate(batch.items):
             seq = first + (item.event_index if item.event_index >= 0 else n - 1) if n else session.last_seq
             anchor = item.anchor_seq if item.anchor_seq is not None else seq
@@ -387,7 +396,7 @@ class MemoryStore:
             rows = [(e, x) for e, x in (data.events if data else []) if e.seq > after][:limit]
         now = int(time.time())
         covered = rows[-1][0].seq if rows else after
-        events = [StoredEvent(e.seq, e.type, copy.deepcopy(e.data)) for e, x in rows if x >= now]
+        events = [StoredEvent(e.seq, e.type, copy.deepcopy(e.data), at=e.at) for e, x in rows if x >= now]
         return events, covered, len(rows) >= limit
 
     def dedupe_exists(self, session_id: str, key: str) -> bool:

@@ -18,6 +18,7 @@ class StoredEvent:
     seq: int
     type: str
     data: dict[str, Any]
+    at: int | None = field(default=None, compare=False)  # when it was recorded (epoch s), where known
 
     def payload(self) -> dict[str, Any]:
         return {**self.data, "type": self.type, "sequence_number": self.seq}

@@ -151,12 +151,26 @@ def openai_routes() -> list[Route]:
     return [Route(OPENAI_EVENTS_PATH, events, methods=PROXY_METHODS)]
 
 
+# Claude Managed Agents' stream (skyloop.stream.anthropic): a path of its own, only ever a GET.
+ANTHROPIC_STREAM_PATH = "/anthropic/v1/sessions/{session_id}/events/stream"
+
+
+def anthropic_routes() -> list[Route]:
+    async def events_stream(request: Request) -> Any:
+        from skyloop.stream import anthropic
+
+        return await anthropic.stream(request)
+
+    return [Route(ANTHROPIC_STREAM_PATH, events_stream, methods=list(STREAM_METHODS))]
+
+
 def create_app() -> Starlette:
     return Starlette(
         routes=[
             Route("/healthz", healthz),
             Route("/v1/sessions/{session_id}/stream", stream_session),
             *openai_routes(),
+            *anthropic_routes(),
         ],
         lifespan=_lifespan,
     )

@@ -600,13 +600,20 @@ def heartbeat(
 
 # ------------------------------------------------------------------------------ approvals
 def approve(
-    store: Store, engine: TurnEngine, session_id: str, elicitation_id: str, action: str
+    store: Store,
+    engine: TurnEngine,
+    session_id: str,
+    elicitation_id: str,
+    action: str,
+    *,
+    deny_message: str | None = None,
 ) -> dict[str, Any]:
     """The client's answer to a server tool awaiting approval: ``accept`` runs it, anything else denies it.
 
     Once per call (a conditional write with the ``elicitation_resolved``
     event); the same answer again is a no-op, a different one is 409. The
-    answer that completes the set wakes the parked turn.
+    answer that completes the set wakes the parked turn. A denial's ``deny_message`` (Claude's
+    ``user.tool_confirmation``) is what the model reads beside the denial.
     """
     approved = action == "accept"
     call_id = elicitation_id.removeprefix(APPROVAL_PREFIX)
@@ -622,10 +629,15 @@ def approve(
             session_id,
             guard=Guard(active_turn=call.response_id),
             approvals=[
-                ApprovalResolution(call, approved=approved, output=None if approved else DENIED_OUTPUT)
+                ApprovalResolution(
+                    call, approved=approved, output=None if approved else denied_output(deny_message)
+                )
             ],
         )
-        batch.event(ev.ELICITATION_RESOLVED, ev.approval_resolved(elicitation_id, action, call.response_id))
+        batch.event(
+            ev.ELICITATION_RESOLVED,
+            ev.approval_resolved(elicitation_id, action, call.response_id, deny_message=deny_message),
+        )
         try:
             store.append(batch)
         except ConditionFailedError:
@@ -640,6 +652,10 @@ def approve(
     if call.cancelled:
         raise ConflictError(f"approval '{elicitation_id}' was cancelled by an interrupt")
     raise ConflictError(f"approval '{elicitation_id}' was already answered differently")
+
+
+def denied_output(deny_message: str | None) -> str:
+    return f"{DENIED_OUTPUT} The user said: {deny_message}" if deny_message else DENIED_OUTPUT
 
 
 def check_images(agent: Agent, message: dict[str, Any]) -> None:

@@ -98,6 +98,7 @@ def run(
     attempt = background(claim_attempt, store, state, chain)
     deltas = DeltaWriter(store, state, attempt, chain)
     spec = effective_spec(agent.spec, session, turn)
+    started = time.time()
     try:
         offered = turn.tools + (catalog.definitions() if catalog else [])
         result = model_caller(spec, items, offered, deltas.add, timeout_s=timeout_s)
@@ -143,6 +144,20 @@ def run(
     tokens = Usage.of(result.usage)
     price = price_of(spec.executor)
     capped = nxt != "finish_turn" and cost_cap_reached(spec, turn, tokens)
+    cost = price.cost_micros(tokens.input_tokens, tokens.output_tokens) if price else 0
+    batch.event(
+        ev.SESSION_USAGE,
+        ev.session_usage(
+            session,
+            spec.executor.model,
+            tokens.input_tokens,
+            tokens.output_tokens,
+            cost_micros=cost if price else None,
+            response_id=state.response_id,
+            iteration=i,
+            started_at=started,
+        ),
+    )
     if publish_waits and nxt == "await_client" and not capped:
         publish_client_calls(batch, calls, agent.name, lifecycle.await_key(state.response_id, i))
     batch.decision = TurnDecision(
@@ -153,7 +168,7 @@ def run(
         unanswered=unanswered,
         input_tokens=tokens.input_tokens,
         output_tokens=tokens.output_tokens,
-        cost_micros=price.cost_micros(tokens.input_tokens, tokens.output_tokens) if price else 0,
+        cost_micros=cost,
     )
     if nxt == "finish_turn":
         from skyloop.turns.steps import keep_workspace

@@ -205,6 +205,7 @@ class LocalPublisher:
         """Publish the session's creation (if told) and every lifecycle event after its cursor."""
         from skyloop.errors import NotFoundError
         from skyloop.lifecycle_events import SessionFacts, derive, session_created
+        from skyloop.lifecycle_events.claude import budget_turn
         from skyloop.webhooks.publisher import complete_window, publish
 
         try:
@@ -237,7 +238,7 @@ class LocalPublisher:
         if derived:
             publish(
                 derived, session.id, session.owner, self.records, self.queue, self.settings,
-                bus=self.bus, endpoints=self.routes(session.owner),
+                bus=self.bus, endpoints=self.routes(session.owner), budget_turn=budget_turn(session),
             )  # fmt: skip
         self._cursors[session_id] = max(cursor, events[-1].seq)
         self._last[session_id] = events[-1]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from skyloop.lifecycle_events.models import EVENT_TYPES
+from skyloop.webhooks.formats import MAX_TYPES, SKYLOOP, WebhookFormat, check_types
 
 EndpointStatus = Literal["enabled", "disabled"]
 DeliveryStatus = Literal["pending", "retrying", "succeeded", "dead"]
@@ -20,7 +20,9 @@ class Endpoint(BaseModel):
     id: str
     owner: str
     url: str
-    events: list[str] = Field(default_factory=list)  # empty: every type
+    # what is posted (skyloop.webhooks.formats); rows written before formats existed read as skyloop
+    format: WebhookFormat = SKYLOOP
+    events: list[str] = Field(default_factory=list)  # types of its format; empty: every type
     description: str | None = None
     name: str | None = None  # OpenAI's webhook endpoint name (/openai/v1/webhook_endpoints)
     all_sessions: bool = False  # an admin's endpoint that takes every principal's sessions
@@ -34,6 +36,7 @@ class Endpoint(BaseModel):
     updated_at: int
 
     def wants(self, event_type: str) -> bool:
+        """Whether to send an event of ``event_type`` (a type of the endpoint's format) now."""
         return self.status == "enabled" and (not self.events or event_type in self.events)
 
     def secrets(self, now: float) -> list[str]:
@@ -48,6 +51,7 @@ class Endpoint(BaseModel):
             "id": self.id,
             "object": "webhook_endpoint",
             "url": self.url,
+            "format": self.format,
             "events": self.events,
             "description": self.description,
             "all_sessions": self.all_sessions,
@@ -76,7 +80,11 @@ class Attempt(BaseModel):
 
 
 class Delivery(BaseModel):
-    """One event's delivery to one endpoint (``id`` = the event's id = the ``webhook-id`` header)."""
+    """One event's delivery to one endpoint (``id`` = the event's id = the ``webhook-id`` header).
+
+    ``id``, ``event_type`` and ``body`` are the event as the endpoint's format has it (Claude's id and
+    ``data.type`` for an ``anthropic`` endpoint).
+    """
 
     id: str
     endpoint_id: str
@@ -111,13 +119,11 @@ class Delivery(BaseModel):
         }
 
 
-def _check_types(value: list[str] | None) -> list[str] | None:
-    if value is None:
-        return None
-    unknown = sorted(set(value) - set(EVENT_TYPES))
-    if unknown:
-        raise ValueError(f"unknown event type(s) {unknown}; known: {list(EVENT_TYPES)}")
-    return sorted(set(value), key=value.index)
+def _check_events(value: list[str] | None, info: ValidationInfo) -> list[str] | None:
+    """Against the request's format (a field before ``events``, so validated first); without one (an update
+    that keeps it, or a malformed one already refused) the service checks against the endpoint's."""
+    fmt = info.data.get("format")
+    return value if fmt is None else check_types(value, fmt)
 
 
 class CreateWebhookRequest(BaseModel):
@@ -126,11 +132,18 @@ class CreateWebhookRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     url: str = Field(min_length=1, max_length=MAX_URL)
-    events: list[str] | None = Field(default=None, max_length=len(EVENT_TYPES), description="default: all")
+    format: WebhookFormat = Field(
+        default=SKYLOOP,
+        description="what is posted: `skyloop` (the `agent.session.*` events) or `anthropic` (Claude Managed "
+        "Agents' webhook events, `session.*` types)",
+    )
+    events: list[str] | None = Field(
+        default=None, max_length=MAX_TYPES, description="types of the format; default: all"
+    )
     description: str | None = Field(default=None, max_length=MAX_DESCRIPTION)
     all_sessions: bool = Field(default=False, description="admin only: every principal's sessions")
 
-    _types = field_validator("events")(_check_types)
+    _types = field_validator("events")(_check_events)
 
 
 class UpdateWebhookRequest(BaseModel):
@@ -139,12 +152,15 @@ class UpdateWebhookRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     url: str | None = Field(default=None, min_length=1, max_length=MAX_URL)
-    events: list[str] | None = Field(default=None, max_length=len(EVENT_TYPES))
+    format: WebhookFormat | None = Field(
+        default=None, description="a new format; an endpoint that filters types needs `events` of it too"
+    )
+    events: list[str] | None = Field(default=None, max_length=MAX_TYPES)
     description: str | None = Field(default=None, max_length=MAX_DESCRIPTION)
     all_sessions: bool | None = None
     enabled: bool | None = None
 
-    _types = field_validator("events")(_check_types)
+    _types = field_validator("events")(_check_events)
 
 
 class RotateSecretRequest(BaseModel):

@@ -6,7 +6,9 @@ table's stream: :func:`handle_stream`) and in the local stack's publisher
 
 Routing: an event of a session goes to every enabled endpoint of the
 session's owner that subscribes to its type, and to every endpoint an admin
-opened to all sessions. Each (event, endpoint) pair is one delivery row,
+opened to all sessions, in the endpoint's format (:mod:`skyloop.webhooks.formats`:
+skyloop's event, or Claude's with an id derived from skyloop's). Each (event,
+endpoint) pair is one delivery row,
 created with a conditional put keyed by the event's id, then sent to the
 queue, then marked sent; an event derived again (a stream batch retried)
 finds the mark and sends nothing, one whose run died between the put and the
@@ -27,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from skyloop.webhooks.formats import Payload, render
 from skyloop.webhooks.models import Delivery
 
 if TYPE_CHECKING:
@@ -68,11 +71,14 @@ def publish(
     bus: Any = None,
     report: PublishReport | None = None,
     endpoints: list[Endpoint] | None = None,
+    budget_turn: str | None = None,
 ) -> PublishReport:
     """Put ``events`` (of one session, in order) on the bus and enqueue them for their endpoints.
 
     ``endpoints``: ``owner``'s routes when the caller already has them (the local publisher caches
-    them); read from the table otherwise.
+    them); read from the table otherwise. Each endpoint gets the event in its format
+    (:mod:`skyloop.webhooks.formats`); ``budget_turn``: the turn that spent the session's budget
+    (:func:`skyloop.lifecycle_events.claude.budget_turn`), which Claude's format announces so.
     """
     report = report or PublishReport()
     if not events:
@@ -84,28 +90,45 @@ def publish(
     if endpoints is None:
         endpoints = records.routes(owner)
     for event in events:
-        body = event.model_dump_json()
+        payloads: dict[str, Payload | None] = {}  # per format, rendered once for all its endpoints
         for endpoint in endpoints:
-            if not endpoint.wants(event.type):
-                continue
-            delivery = Delivery(
-                id=event.id,
-                endpoint_id=endpoint.id,
-                event_type=event.type,
-                session_id=session_id,
-                body=body,
-                created_at=int(time.time()),
-            )
-            if not records.create_delivery(delivery, ttl_s=settings.webhook_delivery_ttl_s):
-                existing = records.get_delivery(endpoint.id, event.id)
-                if existing is None or existing.queued:
-                    report.duplicates += 1
-                    continue
-                delivery = existing  # created by a run that died before sending: send it now
-            queue.enqueue(delivery)  # the FIFO queue drops a second send within five minutes
-            records.mark_queued(delivery)
-            report.enqueued += 1
+            if endpoint.format not in payloads:
+                payloads[endpoint.format] = render(
+                    event, endpoint.format, owner=owner, budget_turn=budget_turn
+                )
+            payload = payloads[endpoint.format]
+            if payload is not None and endpoint.wants(payload.type):
+                _deliver(payload, endpoint, session_id, records, queue, settings, report)
     return report
+
+
+def _deliver(
+    payload: Payload,
+    endpoint: Endpoint,
+    session_id: str | None,
+    records: WebhookRecords,
+    queue: DeliveryQueue,
+    settings: Settings,
+    report: PublishReport,
+) -> None:
+    """One delivery row (once per event and endpoint), its message, then its mark."""
+    delivery = Delivery(
+        id=payload.id,
+        endpoint_id=endpoint.id,
+        event_type=payload.type,
+        session_id=session_id,
+        body=payload.body,
+        created_at=int(time.time()),
+    )
+    if not records.create_delivery(delivery, ttl_s=settings.webhook_delivery_ttl_s):
+        existing = records.get_delivery(endpoint.id, payload.id)
+        if existing is None or existing.queued:
+            report.duplicates += 1
+            return
+        delivery = existing  # created by a run that died before sending: send it now
+    queue.enqueue(delivery)  # the FIFO queue drops a second send within five minutes
+    records.mark_queued(delivery)
+    report.enqueued += 1
 
 
 def put_on_bus(client: Any, bus_name: str, events: list[Any]) -> int:
@@ -202,6 +225,7 @@ def publish_records(
 ) -> tuple[PublishReport, list[str]]:
     """Derive and publish a stream batch; the stream sequence numbers to retry from (the first failed)."""
     from skyloop.lifecycle_events import SessionFacts, derive, session_created
+    from skyloop.lifecycle_events.claude import budget_turn
     from skyloop.store import codec, keys
     from skyloop.store.dynamodb.sessions import session_from
 
@@ -248,7 +272,10 @@ def publish_records(
             before, events = complete_window(store, session_id, [r[2] for r in rows])
             times = {r[2].seq: r[1] for r in rows}
             derived = derive(SessionFacts.of(session), events, at=times, before=before)
-            publish(derived, session_id, session.owner, records, queue, settings, bus=bus, report=report)
+            publish(
+                derived, session_id, session.owner, records, queue, settings,
+                bus=bus, report=report, budget_turn=budget_turn(session),
+            )  # fmt: skip
         except Exception:
             log.exception("publishing the events of session %s failed", session_id)
             failing.add(session_id)

@@ -81,6 +81,7 @@ def create(
         id=new_id(),
         owner=principals.current().name,
         url=req.url,
+        format=req.format,
         events=req.events or [],
         description=req.description,
         name=name,
@@ -98,11 +99,9 @@ def update(
 ) -> dict[str, Any]:
     endpoint = get_endpoint(records, endpoint_id)
     _require_admin_for_all(req.all_sessions)
-    changes: dict[str, Any] = {}
+    changes: dict[str, Any] = _filter_changes(endpoint, req, sent)
     if req.url is not None:
         changes["url"] = check_url(req.url, settings)
-    if "events" in sent:
-        changes["events"] = req.events or []
     if "description" in sent:
         changes["description"] = req.description
     if req.all_sessions is not None:
@@ -120,6 +119,29 @@ def update(
             raise ConflictError("the endpoint changed meanwhile; read it and try again")
         endpoint = changed
     return endpoint.to_api()
+
+
+def _filter_changes(endpoint: Endpoint, req: UpdateWebhookRequest, sent: set[str]) -> dict[str, Any]:
+    """``format`` and ``events`` together: a filter names types of the format the endpoint will have, so
+    changing the format of an endpoint that filters needs the new filter (nothing widens silently)."""
+    from skyloop.webhooks.formats import check_types
+
+    fmt = req.format or endpoint.format
+    changes: dict[str, Any] = {}
+    if req.format is not None:
+        changes["format"] = req.format
+    if "events" in sent:
+        try:
+            changes["events"] = check_types(req.events, fmt) or []
+        except ValueError as exc:
+            raise InvalidInputError(f"events: {exc}", param="events") from None
+    elif fmt != endpoint.format and endpoint.events:
+        raise InvalidInputError(
+            f"events: the endpoint filters {endpoint.events}, types of '{endpoint.format}': send the "
+            f"'{fmt}' types to subscribe to (or [] for all) with the new format",
+            param="events",
+        )
+    return changes
 
 
 def rotate(records: WebhookRecords, endpoint_id: str, req: RotateSecretRequest) -> dict[str, Any]:
@@ -183,11 +205,12 @@ def send_test(
     """Post a signed test event once, now; it is listed with the deliveries.
 
     ``skyloop.webhook.test`` by default; ``sample(event_id, created_at)`` makes another (OpenAI's
-    ``webhooks.test`` sends a sample event of the type asked for).
+    ``webhooks.test`` sends a sample event of the type asked for). In the endpoint's format, as its
+    deliveries are (an ``anthropic`` endpoint's test is a ``session.created`` of no real session).
     """
     from skyloop.lifecycle_events import models as m
     from skyloop.lifecycle_events.derive import event_id as make_id
-    from skyloop.webhooks import delivery
+    from skyloop.webhooks import delivery, formats
 
     endpoint = get_endpoint(records, endpoint_id)
     now = time.time()
@@ -195,13 +218,18 @@ def send_test(
     event = (
         sample(eid, int(now))
         if sample is not None
-        else m.WebhookTest(id=eid, created_at=int(now), data=m.TestData(webhook_endpoint_id=endpoint.id))
+        else m.WebhookTest(
+            id=eid, type=req.event_type, created_at=int(now), data=m.TestData(webhook_endpoint_id=endpoint.id)
+        )
     )
+    payload = formats.render(event, endpoint.format, owner=endpoint.owner)
+    if payload is None:  # every lifecycle type has a Claude one; a format without it posts nothing
+        raise InvalidInputError(f"format '{endpoint.format}' has no event for '{event.type}'")
     found = Delivery(
-        id=event.id,
+        id=payload.id,
         endpoint_id=endpoint.id,
-        event_type=event.type if sample is not None else req.event_type,
-        body=event.model_dump_json(),
+        event_type=payload.type,
+        body=payload.body,
         created_at=int(now),
     )
     records.create_delivery(found, ttl_s=settings.webhook_delivery_ttl_s)
@@ -214,8 +242,8 @@ def send_test(
     return {
         "object": "webhook_endpoint.test",
         "webhook_endpoint_id": endpoint.id,
-        "event_type": event.type,
-        "event_id": event.id,
+        "event_type": found.event_type,
+        "event_id": found.id,
         "success": tried.status == "succeeded",
         "status_code": record.response_code if record else None,
         "latency_ms": record.latency_ms if record else None,

@@ -1,6 +1,18 @@
 """The REST routes, one module per resource, each a Powertools ``Router`` included by the app."""
 
-from skyloop.api.routes import agents, events, files, health, openai, runners, schedules, sessions, webhooks
+from skyloop.api.routes import (
+    agents,
+    anthropic,
+    anthropic_work,
+    events,
+    files,
+    health,
+    openai,
+    runners,
+    schedules,
+    sessions,
+    webhooks,
+)
 
 ROUTERS = (
     health.router,
@@ -11,6 +23,8 @@ ROUTERS = (
     runners.router,
     schedules.router,
     openai.router,
+    anthropic.router,
+    anthropic_work.router,
     webhooks.router,
 )
 

@@ -1,4 +1,8 @@
-"""``/v1/webhooks``: endpoints that receive the caller's sessions' lifecycle events, signed (Standard Webhooks)."""
+"""``/v1/webhooks``: endpoints that receive the caller's sessions' lifecycle events, signed (Standard Webhooks).
+
+Each endpoint has a ``format``: skyloop's ``agent.session.*`` events, or Claude Managed Agents' webhook
+events (``anthropic``), so a receiver written for either platform reads them with its own SDK.
+"""
 
 from __future__ import annotations
 
@@ -38,7 +42,7 @@ def _records() -> WebhookRecords:
     router,
     "POST",
     "/v1/webhooks",
-    summary="Register a webhook endpoint (the signing secret is in this answer only)",
+    summary="Register a webhook endpoint, format skyloop or anthropic (the signing secret is in this answer only)",
     status=201,
     body=CreateWebhookRequest,
 )
@@ -66,7 +70,8 @@ def get_webhook(webhook_id: str) -> Response:
     router,
     "PATCH",
     "/v1/webhooks/<webhook_id>",
-    summary="Edit an endpoint: url, events, description, all_sessions; enabled=true re-enables a disabled one",
+    summary="Edit an endpoint: url, format, events, description, all_sessions; enabled=true re-enables a "
+    "disabled one",
     body=UpdateWebhookRequest,
 )
 def update_webhook(webhook_id: str) -> Response:
@@ -127,7 +132,7 @@ def redeliver_webhook(webhook_id: str, delivery_id: str) -> Response:
     router,
     "POST",
     "/v1/webhooks/<webhook_id>/test",
-    summary="Post a signed skyloop.webhook.test event to the endpoint now and report its answer",
+    summary="Post a signed test event (in the endpoint's format) to the endpoint now and report its answer",
     body=TestWebhookRequest,
 )
 def test_webhook(webhook_id: str) -> Response:

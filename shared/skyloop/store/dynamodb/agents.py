@@ -5,10 +5,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from skyloop.errors import ConflictError, NotFoundError
 from skyloop.models.agent import Agent, AgentSpec
 from skyloop.store import codec, keys
-from skyloop.store.dynamodb.base import TableBase
+from skyloop.store.dynamodb.base import TableBase, error_code
 
 
 class AgentRecords(TableBase):
@@ -45,7 +47,24 @@ class AgentRecords(TableBase):
             owner=attrs.get("owner") or keys.DEFAULT_OWNER,
             api_key_secret=attrs.get("api_key_secret"),
             spec=AgentSpec.model_validate(spec),
+            archived_at=int(attrs["archived_at"]) if attrs.get("archived_at") is not None else None,
         )
+
+    def archive_agent(self, agent_id: str, at: int) -> Agent:
+        """Mark a version archived (once: an archived one keeps its first time); the version after."""
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=codec.to_item(keys.agent_key(agent_id)),
+                UpdateExpression="SET archived_at = if_not_exists(archived_at, :a)",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues={":a": codec.attr(at)},
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                raise NotFoundError(f"Agent not found: '{agent_id}'") from None
+            raise
+        return self.get_agent(agent_id)
 
     def delete_agent(self, agent_id: str) -> None:
         """The version's row and its MCP listings (its blobs are content-addressed and left)."""

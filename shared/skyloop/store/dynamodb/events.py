@@ -225,6 +225,7 @@ class EventLog(TableBase):
                 "type": type_,
                 **self._text_out("data", codec.dumps(data), prefix),
                 keys.TTL_ATTRIBUTE: expires,
+                keys.EVENT_AT: expires - self.event_ttl_s,
             }
             for i, (type_, data) in enumerate(batch.events)
         ]
@@ -434,7 +435,10 @@ class EventLog(TableBase):
                 continue
             out.append(
                 StoredEvent(
-                    seq=covered, type=attrs["type"], data=codec.loads(self._text_in(attrs, "data"), {})
+                    seq=covered,
+                    type=attrs["type"],
+                    data=codec.loads(self._text_in(attrs, "data"), {}),
+                    at=int(attrs[keys.EVENT_AT]) if keys.EVENT_AT in attrs else None,
                 )
             )
         return out, covered, len(raw_items) >= limit or "LastEvaluatedKey" in r
