@@ -140,6 +140,12 @@ def item_sk(anchor: int, seq: int, index: int) -> str:
 
 
 ITEM_PREFIX = "ITEM#"
+ITEM_CEILING = "ITEM#~"  # past every item key ("~" sorts after the digits)
+
+
+def item_anchor_floor(anchor: int) -> str:
+    """The least key of an item anchored at ``anchor``: items from there on sort at or after it."""
+    return f"ITEM#{anchor:0{SEQ_WIDTH}d}"
 
 
 def session_id_of(pk: str) -> str:

@@ -413,7 +413,12 @@ class MemoryStore:
             return True
 
     def list_items(
-        self, session_id: str, *, through_seq: int | None = None, newest: int | None = None
+        self,
+        session_id: str,
+        *,
+        through_seq: int | None = None,
+        newest: int | None = None,
+        for_turn: bool = False,  # noqa: ARG002  (a read of this store costs no request)
     ) -> list[ConversationItem]:
         with self._lock:
             data = self._sessions.get(session_id)

@@ -71,7 +71,12 @@ class Store(Protocol):
     def dedupe_exists(self, session_id: str, key: str) -> bool: ...
     def claim(self, session_id: str, key: str) -> bool: ...
     def list_items(
-        self, session_id: str, *, through_seq: int | None = None, newest: int | None = None
+        self,
+        session_id: str,
+        *,
+        through_seq: int | None = None,
+        newest: int | None = None,
+        for_turn: bool = False,
     ) -> list[ConversationItem]: ...
 
     # turns and their client calls

@@ -87,7 +87,7 @@ def run(
     if i > 0:
         session = record_outputs(store, state, agent, i - 1, session, chain)
     cutoff = session.last_seq
-    items = store.list_items(state.session_id, through_seq=cutoff)
+    items = store.list_items(state.session_id, through_seq=cutoff, for_turn=True)
     consumed = max(state.consumed_seq, session.input_seq)
     check_budget(session)
     _check_endpoint(agent.spec)

@@ -20,7 +20,11 @@ writing, the order in which the model will see them.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -444,22 +448,63 @@ class EventLog(TableBase):
         return out, covered, len(raw_items) >= limit or "LastEvaluatedKey" in r
 
     def list_items(
-        self, session_id: str, *, through_seq: int | None = None, newest: int | None = None
+        self,
+        session_id: str,
+        *,
+        through_seq: int | None = None,
+        newest: int | None = None,
+        for_turn: bool = False,
     ) -> list[ConversationItem]:
         """A session's items in order, optionally only those published by seq <= ``through_seq``.
 
         ``newest=N`` reads only the last N such items (a descending query that stops once it has
         them), so a snapshot of a long session reads a page, not the whole history.
+        ``for_turn``: the caller is the session's running turn (see :class:`_TurnItems`): only what
+        was published since this process last read the session's items is read.
         """
+        if for_turn and through_seq is not None and newest is None:
+            rows = self._turn_items.read(self, session_id, through_seq)
+        else:
+            rows = self._item_rows(session_id, through_seq=through_seq, newest=newest)
+        return [
+            ConversationItem(
+                id=row.id,
+                type=row.type,  # type: ignore[arg-type]
+                response_id=row.response_id,
+                created_at=row.created_at,
+                position=row.position,
+                data=codec.loads(row.data, {}),
+            )
+            for row in rows
+        ]
+
+    @cached_property
+    def _turn_items(self) -> _TurnItems:
+        return _TurnItems()
+
+    def _item_rows(
+        self,
+        session_id: str,
+        *,
+        through_seq: int | None = None,
+        newest: int | None = None,
+        from_anchor: int | None = None,
+    ) -> list[_ItemRow]:
+        """The session's item rows in conversation order (``from_anchor``: those anchored there or later)."""
+        pk = codec.attr(keys.session_pk(session_id))
         query: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "pk = :p AND begins_with(sk, :i)",
-            "ExpressionAttributeValues": {
-                ":p": codec.attr(keys.session_pk(session_id)),
-                ":i": codec.attr(keys.ITEM_PREFIX),
-            },
+            "ExpressionAttributeValues": {":p": pk, ":i": codec.attr(keys.ITEM_PREFIX)},
             "ConsistentRead": True,
         }
+        if from_anchor is not None:
+            query["KeyConditionExpression"] = "pk = :p AND sk BETWEEN :lo AND :hi"
+            query["ExpressionAttributeValues"] = {
+                ":p": pk,
+                ":lo": codec.attr(keys.item_anchor_floor(from_anchor)),
+                ":hi": codec.attr(keys.ITEM_CEILING),
+            }
 
         def visible(attrs: dict[str, Any]) -> bool:
             return through_seq is None or int(attrs["position"]) <= through_seq
@@ -477,16 +522,83 @@ class EventLog(TableBase):
                 query = {**query, "ExclusiveStartKey": r["LastEvaluatedKey"]}
             rows = rows[:newest][::-1]
         return [
-            ConversationItem(
-                id=attrs["id"],
-                type=attrs["type"],
+            _ItemRow(
+                sk=str(attrs["sk"]),
+                id=str(attrs["id"]),
+                type=str(attrs["type"]),
                 response_id=attrs.get("response_id"),
                 created_at=int(attrs["created_at"]),
                 position=int(attrs["position"]),
-                data=codec.loads(self._text_in(attrs, "data"), {}),
+                data=self._text_in(attrs, "data") or "",
             )
             for attrs in rows
         ]
+
+
+@dataclass(frozen=True, slots=True)
+class _ItemRow:
+    """An item as stored (its data still JSON text: every reader parses its own copy)."""
+
+    sk: str
+    id: str
+    type: str
+    response_id: str | None
+    created_at: int
+    position: int
+    data: str
+
+
+@dataclass
+class _SessionItems:
+    through: int  # every item published at seq <= through is in rows
+    rows: list[_ItemRow]
+
+
+class _TurnItems:
+    """The items a warm environment last read for each session's turn, so the next model call reads
+    only what was published since, not the whole history again (a long session's every call read
+    every item: a turn's cost grew with its session's age).
+
+    Why reading from the last cut's anchor on finds everything new: items are written once, each in
+    the append that publishes it, and sort by (anchor, seq). A user message anchors at its own seq,
+    which is past any earlier cut; what a model call produced anchors at the cut that call read.
+    A session runs one turn at a time and its steps one after another, and only the active turn's
+    appends land, so any model call whose results land after this read started after it, reading a
+    cut at least this one. A reader that can overlap a running turn (the API, a stream) cannot
+    reason so and reads the whole history.
+    """
+
+    MAX_SESSIONS = 64
+    MAX_ITEMS = 4000  # a longer history is read whole each time rather than held
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sessions: OrderedDict[str, _SessionItems] = OrderedDict()
+
+    def read(self, log: EventLog, session_id: str, through_seq: int) -> list[_ItemRow]:
+        with self._lock:
+            known = self._sessions.get(session_id)
+        if known is None or known.through > through_seq:
+            rows = log._item_rows(session_id, through_seq=through_seq)
+        else:
+            fresh = [
+                row
+                for row in log._item_rows(session_id, through_seq=through_seq, from_anchor=known.through)
+                if row.position > known.through
+            ]
+            rows = sorted(known.rows + fresh, key=lambda row: row.sk) if fresh else known.rows
+        with self._lock:
+            current = self._sessions.get(session_id)
+            if len(rows) <= self.MAX_ITEMS and (current is None or current.through <= through_seq):
+                self._sessions[session_id] = _SessionItems(through_seq, rows)
+                self._sessions.move_to_end(session_id)
+                while len(self._sessions) > self.MAX_SESSIONS:
+                    self._sessions.popitem(last=False)
+        return rows
+
+    def forget(self, session_id: str) -> None:
+        with self._lock:
+            self._sessions.pop(session_id, None)
 
 
 def _token_adds(decision: TurnDecision | None, values: dict[str, Any], prefix: str) -> str:
