@@ -130,8 +130,9 @@ def test_a_client_tool_turn_makes_these_requests(
     assert requests.take() == {"GetItem": 3, "TransactWriteItems": 1, "UpdateItem": 1}
     assert engine.resumed == [("token-1", {"resumed_iteration": 0})]
 
-    # And the second model call streams its answer: session, turn, calls, outputs, items, attempt,
-    # and the streamed text rides with the result
+    # And the second model call streams its answer: session, turn, calls, outputs, attempt, and the
+    # streamed text rides with the result; no read of the items (since this environment's last read
+    # of them, only its own appends moved the session, and they carried their items)
     def answers(spec: Any, items: Any, tools: Any, on_delta: Any, **_: Any) -> ModelResult:
         on_delta("Found ")
         on_delta("a.py.")
@@ -140,7 +141,7 @@ def test_a_client_tool_turn_makes_these_requests(
     # and the end of the turn rides with the result too (no FinishTurn step)
     state = steps.call_model(store, state, model_caller=answers)
     assert (state.next, state.finished) == ("stop", True)
-    assert requests.take() == {"GetItem": 2, "Query": 2, "PutItem": 1, "TransactWriteItems": 2}
+    assert requests.take() == {"GetItem": 2, "Query": 1, "PutItem": 1, "TransactWriteItems": 2}
 
     # Then the log is the turn's, whole and in order
     assert [e.type for e in _events(aws, session.id)] == [

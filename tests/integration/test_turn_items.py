@@ -132,3 +132,25 @@ def test_another_environment_sees_what_this_one_did_not_write(aws: Stack) -> Non
 
     # Then the first environment's next read has all of it
     assert _texts(store, session.id, cut, for_turn=True) == ["one", "two", "three", "four"]
+
+
+def test_an_output_anchored_at_an_earlier_cut_is_read_after_this_environments_own_appends(aws: Stack) -> None:
+    # Given a model call that read the cut, and whose call this environment appended itself
+    from skyloop import deps
+    from skyloop.store import DynamoStore
+
+    store = aws.store
+    other = DynamoStore(store.table, deps.client("dynamodb"), blobs=store.blobs)
+    session = aws.new_session("unused-model")
+    read = _message(store, session.id, "q")
+    assert _texts(store, session.id, read, for_turn=True) == ["q"]
+    _reply(store, session.id, "call", anchor=read)
+
+    # When another writer moves the session, and then the call's output lands, anchored (like the
+    # call) at the cut the model call read
+    other.append(Append(session.id, events=[("test.other", {})]))
+    cut = _reply(store, session.id, "output", anchor=read)
+
+    # Then the next model call's read has the output
+    assert _texts(store, session.id, cut, for_turn=True) == ["q", "call", "output"]
+    assert _texts(store, session.id, cut, for_turn=False) == ["q", "call", "output"]

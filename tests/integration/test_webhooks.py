@@ -534,6 +534,57 @@ def test_the_local_publisher_reads_routes_once_until_an_endpoint_is_written(
         publisher.stop()
 
 
+def test_the_local_publisher_reads_an_unheard_owners_turn_once_and_misses_nothing_once_heard(
+    aws: Stack, alice: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from skyloop.webhooks import local
+    from skyloop.webhooks.local import LocalPublisher
+
+    monkeypatch.setattr(local, "UNHEARD_DELAY_S", 0.5)
+    records = webhook_records()
+    reads: list[int] = []
+    real_read = aws.store.read_event_page
+
+    def read_event_page(session_id: str, after: int, **kwargs: Any) -> Any:
+        reads.append(after)
+        return real_read(session_id, after, **kwargs)
+
+    monkeypatch.setattr(aws.store, "read_event_page", read_event_page)
+    queue = _Collected()
+    publisher = LocalPublisher(aws.store, records, queue, get_settings()).start()
+    try:
+        # Given alice's session, published once while nobody listens to her (no endpoint, no rule)
+        with principals.acting_as(as_principal(alice)):
+            session = aws.new_session(aws.mock_llm.script({"text": "unused"}))
+        first = Append(session.id)
+        first.event(ev.SESSION_STATUS, ev.session_status(session.id, "idle"))
+        aws.store.append(first)
+        _until(lambda: len(reads) >= 1)
+        time.sleep(0.1)
+        reads.clear()
+
+        # When a whole client-tool turn is appended (three appends)
+        client_tool_turn(aws, session.id)
+
+        # Then its log is read once, after the delay, not once per append
+        time.sleep(0.3)
+        assert reads == []
+        _until(lambda: len(reads) >= 1)
+        time.sleep(0.2)
+        assert len(reads) == 1, reads
+
+        # And once she adds an endpoint, the session's next event reaches it at once, and only it
+        heard = endpoint(alice, "http://127.0.0.1:9/heard")
+        again = Append(session.id)
+        again.event(ev.SESSION_STATUS, ev.session_status(session.id, "running", response_id="resp_2"))
+        started = time.monotonic()
+        aws.store.append(again)
+        _until(lambda: queue.to(heard.id) == ["agent.session.in_progress"])
+        assert time.monotonic() - started < 0.5
+    finally:
+        publisher.stop()
+
+
 def test_the_local_bus_is_sent_to_only_while_it_has_a_rule(aws: Stack) -> None:
     from skyloop.webhooks.local import RuledBus
 

@@ -48,10 +48,11 @@ def to_input_items(items: list[ConversationItem]) -> list[dict[str, Any]]:
 
 
 def _input_block(block: dict[str, Any]) -> dict[str, Any]:
-    """Blocks pass through; an ``input_image`` always names its ``detail`` (the API requires one)."""
+    """A copy of the block (the items are shared with later calls); an ``input_image`` always names
+    its ``detail`` (the API requires one)."""
     if block.get("type") == "input_image" and not block.get("detail"):
         return {**block, "detail": "auto"}
-    return block
+    return dict(block)
 
 
 def call_model(

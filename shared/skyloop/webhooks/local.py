@@ -43,6 +43,8 @@ log = logging.getLogger("skyloop.webhooks")
 PAGE = 500
 WORKERS = 16
 ROUTES_CACHED = 1024  # owners whose routes are kept; past that the cache starts over
+OWNERS_KNOWN = 100_000  # sessions whose owner is kept; past that the map starts over
+UNHEARD_DELAY_S = 0.25  # how long a session whose owner nobody listens to waits to be read
 
 
 class LocalDispatcher:
@@ -142,6 +144,9 @@ class LocalPublisher:
         # write's notification): two queries per publish were a quarter of a turn's DynamoDB requests.
         self._routes: dict[str, tuple[int, list[Endpoint]]] = {}
         self._routes_generation = 0
+        # Sessions whose owner nobody listens to (no endpoint, no rule on the bus): read later, together.
+        self._owners: dict[str, str] = {}  # session id -> owner (a session's owner never changes)
+        self._deferred: dict[str, tuple[float, bool]] = {}  # session id -> (when to read, also created)
         self._thread = threading.Thread(target=self._loop, name="skyloop-lifecycle", daemon=True)
         self._stopped = False
 
@@ -165,6 +170,8 @@ class LocalPublisher:
             if kind == ROUTES_CHANGED:
                 self._routes_generation += 1
                 self._routes.clear()
+                self._deferred = {sid: (0.0, created) for sid, (_, created) in self._deferred.items()}
+                self._cond.notify()
                 return
             if kind == REDELIVER:
                 endpoint_id, _, event_id = session_id.partition(":")
@@ -183,10 +190,13 @@ class LocalPublisher:
         while True:
             with self._cond:
                 while not self._dirty and not self._redeliveries and not self._stopped:
-                    self._cond.wait()
+                    due = min((at for at, _ in self._deferred.values()), default=None)
+                    if due is not None and due <= time.monotonic():
+                        break
+                    self._cond.wait(None if due is None else due - time.monotonic())
                 if self._stopped:
                     return
-                batch, self._dirty = self._dirty, {}
+                batch = self._take_due()
                 redeliveries, self._redeliveries = self._redeliveries, []
             for endpoint_id, event_id in redeliveries:
                 try:
@@ -201,6 +211,38 @@ class LocalPublisher:
                 except Exception:  # try again at the next wake-up; the cursor did not move
                     log.exception("publishing lifecycle events of session %s failed", session_id)
 
+    def _take_due(self) -> dict[str, bool]:
+        """Under the lock: the sessions to read now. A session whose owner nobody listens to waits
+        ``UNHEARD_DELAY_S`` (its reads publish nothing, they only move its cursor), so the appends of a
+        whole turn cost one read instead of one each, while the turn still runs. Nothing is skipped:
+        the read covers everything after the cursor, as it would have."""
+        now = time.monotonic()
+        batch = {sid: created for sid, (at, created) in self._deferred.items() if at <= now}
+        for sid in batch:
+            del self._deferred[sid]
+        for sid, created in self._dirty.items():
+            owner = self._owners.get(sid)
+            if sid in batch:  # due now: this read covers the new appends too
+                batch[sid] = batch[sid] or created
+            elif sid in self._deferred or (owner is not None and not self._listened_to(owner)):
+                at, was_created = self._deferred.get(sid, (now + UNHEARD_DELAY_S, False))
+                self._deferred[sid] = (at, was_created or created)
+            else:
+                batch[sid] = created
+        self._dirty = {}
+        return batch
+
+    def _listened_to(self, owner: str) -> bool:
+        """Whether an event of ``owner``'s may go anywhere: one of its endpoints, or a rule on the bus."""
+        cached = self._routes.get(owner)
+        if cached is None or cached[0] != self._routes_generation or cached[1]:
+            return True  # routes not known (or some): read now, as before
+        return self.bus is not None and bool(self.settings.event_bus) and self._bus_has_rules()
+
+    def _bus_has_rules(self) -> bool:
+        has_rules = getattr(self.bus, "has_rules", None)
+        return True if has_rules is None else bool(has_rules())
+
     def process(self, session_id: str, *, created: bool = False) -> None:
         """Publish the session's creation (if told) and every lifecycle event after its cursor."""
         from skyloop.errors import NotFoundError
@@ -214,6 +256,9 @@ class LocalPublisher:
             self._cursors.pop(session_id, None)
             self._last.pop(session_id, None)
             return
+        if len(self._owners) >= OWNERS_KNOWN:
+            self._owners.clear()
+        self._owners[session_id] = session.owner
         if created:
             event = session_created(session, created_at=session.created_at, at=time.time())
             publish(

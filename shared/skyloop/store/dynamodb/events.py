@@ -150,7 +150,29 @@ class EventLog(TableBase):
             self._explain_cancellation(batch, last_seq, exc)
             return AppendResult(first_seq=0, last_seq=0, duplicate=True)
         n = len(batch.events)
+        turn_items: _TurnItems | None = self.__dict__.get("_turn_items")
+        if turn_items is not None and n:
+            turn_items.appended(batch.session_id, last_seq, self._item_rows_of(batch, last_seq))
         return AppendResult(first_seq=last_seq + 1, last_seq=last_seq + n)
+
+    def _item_rows_of(self, batch: Append, last_seq: int) -> tuple[int, list[_ItemRow]]:
+        """The rows an append of ``batch`` after ``last_seq`` put (as :meth:`_conversation_items` keys them)."""
+        now = int(time.time())
+        rows = [
+            _ItemRow(
+                sk,
+                ConversationItem(
+                    id=item.id,
+                    type=item.type,  # type: ignore[arg-type]
+                    response_id=item.response_id,
+                    created_at=now,
+                    position=seq,
+                    data=codec.loads(codec.dumps(item.data), {}),  # the caller's dict stays the caller's
+                ),
+            )
+            for item, (sk, seq) in zip(batch.items, _item_keys(batch, last_seq), strict=True)
+        ]
+        return last_seq + len(batch.events), rows
 
     def _transaction(self, batch: Append, last_seq: int, now: int) -> list[dict[str, Any]]:
         """The append's ``TransactItems``: the session row first, then every record it puts or changes."""
@@ -236,15 +258,12 @@ class EventLog(TableBase):
 
     def _conversation_items(self, batch: Append, last_seq: int, now: int) -> list[dict[str, Any]]:
         pk = keys.session_pk(batch.session_id)
-        n = len(batch.events)
         out = []
-        for idx, item in enumerate(batch.items):
-            seq = last_seq + 1 + (item.event_index if item.event_index >= 0 else n - 1) if n else last_seq
-            anchor = item.anchor_seq if item.anchor_seq is not None else seq
+        for item, (sk, seq) in zip(batch.items, _item_keys(batch, last_seq), strict=True):
             out.append(
                 {
                     "pk": pk,
-                    "sk": keys.item_sk(anchor, seq, idx),
+                    "sk": sk,
                     "id": item.id,
                     "type": item.type,
                     "response_id": item.response_id,
@@ -460,23 +479,14 @@ class EventLog(TableBase):
         ``newest=N`` reads only the last N such items (a descending query that stops once it has
         them), so a snapshot of a long session reads a page, not the whole history.
         ``for_turn``: the caller is the session's running turn (see :class:`_TurnItems`): only what
-        was published since this process last read the session's items is read.
+        was published since this process last read the session's items is read, and the items are
+        the ones handed out before (a model call's input is built from them, not written to them).
         """
         if for_turn and through_seq is not None and newest is None:
             rows = self._turn_items.read(self, session_id, through_seq)
         else:
             rows = self._item_rows(session_id, through_seq=through_seq, newest=newest)
-        return [
-            ConversationItem(
-                id=row.id,
-                type=row.type,  # type: ignore[arg-type]
-                response_id=row.response_id,
-                created_at=row.created_at,
-                position=row.position,
-                data=codec.loads(row.data, {}),
-            )
-            for row in rows
-        ]
+        return [row.item for row in rows]
 
     @cached_property
     def _turn_items(self) -> _TurnItems:
@@ -523,13 +533,15 @@ class EventLog(TableBase):
             rows = rows[:newest][::-1]
         return [
             _ItemRow(
-                sk=str(attrs["sk"]),
-                id=str(attrs["id"]),
-                type=str(attrs["type"]),
-                response_id=attrs.get("response_id"),
-                created_at=int(attrs["created_at"]),
-                position=int(attrs["position"]),
-                data=self._text_in(attrs, "data") or "",
+                str(attrs["sk"]),
+                ConversationItem(
+                    id=attrs["id"],
+                    type=attrs["type"],
+                    response_id=attrs.get("response_id"),
+                    created_at=int(attrs["created_at"]),
+                    position=int(attrs["position"]),
+                    data=codec.loads(self._text_in(attrs, "data"), {}),
+                ),
             )
             for attrs in rows
         ]
@@ -537,20 +549,18 @@ class EventLog(TableBase):
 
 @dataclass(frozen=True, slots=True)
 class _ItemRow:
-    """An item as stored (its data still JSON text: every reader parses its own copy)."""
+    sk: str  # conversation order
+    item: ConversationItem
 
-    sk: str
-    id: str
-    type: str
-    response_id: str | None
-    created_at: int
-    position: int
-    data: str
+    @property
+    def position(self) -> int:
+        return self.item.position
 
 
 @dataclass
 class _SessionItems:
     through: int  # every item published at seq <= through is in rows
+    floor: int  # the last cut a model call read: every item published later is anchored there or after
     rows: list[_ItemRow]
 
 
@@ -565,7 +575,10 @@ class _TurnItems:
     A session runs one turn at a time and its steps one after another, and only the active turn's
     appends land, so any model call whose results land after this read started after it, reading a
     cut at least this one. A reader that can overlap a running turn (the API, a stream) cannot
-    reason so and reads the whole history.
+    reason so and reads the whole history. This process's own appends add their items at once
+    (nothing else moved the session in between when it held everything through the append's
+    starting seq), so a model call right after its own step's writes reads nothing; the anchor
+    floor stays the last cut read, since outputs recorded later still anchor at that cut.
     """
 
     MAX_SESSIONS = 64
@@ -580,25 +593,45 @@ class _TurnItems:
             known = self._sessions.get(session_id)
         if known is None or known.through > through_seq:
             rows = log._item_rows(session_id, through_seq=through_seq)
+        elif known.through == through_seq:  # nothing published since, or only by this process's appends
+            rows = known.rows
         else:
             fresh = [
                 row
-                for row in log._item_rows(session_id, through_seq=through_seq, from_anchor=known.through)
+                for row in log._item_rows(session_id, through_seq=through_seq, from_anchor=known.floor)
                 if row.position > known.through
             ]
             rows = sorted(known.rows + fresh, key=lambda row: row.sk) if fresh else known.rows
         with self._lock:
             current = self._sessions.get(session_id)
             if len(rows) <= self.MAX_ITEMS and (current is None or current.through <= through_seq):
-                self._sessions[session_id] = _SessionItems(through_seq, rows)
+                self._sessions[session_id] = _SessionItems(through_seq, through_seq, rows)
                 self._sessions.move_to_end(session_id)
                 while len(self._sessions) > self.MAX_SESSIONS:
                     self._sessions.popitem(last=False)
         return rows
 
-    def forget(self, session_id: str) -> None:
+    def appended(self, session_id: str, before: int, rows_after: tuple[int, list[_ItemRow]]) -> None:
+        """This process's append moved the session from ``before`` on: what it held stays whole when
+        it held everything through ``before`` (then the append's own items are all that is new)."""
+        after, rows = rows_after
         with self._lock:
-            self._sessions.pop(session_id, None)
+            known = self._sessions.get(session_id)
+            if known is not None and known.through == before:
+                merged = sorted(known.rows + rows, key=lambda row: row.sk)
+                if len(merged) <= self.MAX_ITEMS:  # what it appended comes after the cut a model call read
+                    self._sessions[session_id] = _SessionItems(after, known.floor, merged)
+
+
+def _item_keys(batch: Append, last_seq: int) -> list[tuple[str, int]]:
+    """Each item's sort key and position when ``batch`` is appended after ``last_seq``."""
+    n = len(batch.events)
+    out = []
+    for idx, item in enumerate(batch.items):
+        seq = last_seq + 1 + (item.event_index if item.event_index >= 0 else n - 1) if n else last_seq
+        anchor = item.anchor_seq if item.anchor_seq is not None else seq
+        out.append((keys.item_sk(anchor, seq, idx), seq))
+    return out
 
 
 def _token_adds(decision: TurnDecision | None, values: dict[str, Any], prefix: str) -> str:
