@@ -38,7 +38,13 @@ pytestmark = pytest.mark.e2e
 MARKER = "[System: interrupted]"
 PROMPT = r"(?:^|\n)> $"
 # Makes the pty the child's controlling terminal (the child is already a session leader), then execs.
-_BOOT = "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); os.execv(sys.argv[1], sys.argv[1:])"
+# The pty becomes the child's controlling terminal, and Ctrl-C's SIGINT gets its default action back, as
+# a shell gives a foreground job: a disposition the test process inherited (an ignored SIGINT) would
+# otherwise pass through exec, and Python installs no KeyboardInterrupt for an ignored SIGINT.
+_BOOT = (
+    "import fcntl, os, signal, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+    "signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])"
+)
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|[\x01\x02]")
 
 
