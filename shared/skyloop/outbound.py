@@ -13,6 +13,12 @@ Checked when an agent is registered (400, nothing stored) and again just
 before each call (a name can be re-pointed after registration); every
 address the name resolves to must pass. A name that does not resolve (yet)
 passes: it reaches nothing, and the next check runs before it is called.
+
+The HTTP clients that make those calls connect to the address that passed
+(:mod:`skyloop.pinned_http`): the name is resolved once per connection,
+checked, and connected to by that address, with the original host kept for
+TLS and ``Host``. A name re-pointed between a check and the connection (DNS
+rebinding) cannot reach an address the check refused.
 """
 
 from __future__ import annotations
@@ -44,10 +50,18 @@ def check_url(url: str, settings: Settings, *, what: str) -> None:
     host = (parts.hostname or "").lower()
     if parts.scheme not in ("http", "https") or not host:
         raise OutboundUrlError(f"{what}: '{url}' is not an http(s) URL with a host")
+    allowed_addresses(host, parts.port, settings, what=what)
+
+
+def allowed_addresses(host: str, port: int | None, settings: Settings, *, what: str) -> list[str] | None:
+    """``host``'s addresses, resolved once, each checked; None when the allow list names the host
+    (connect by name). Raises :class:`OutboundUrlError` when any address may not be called."""
+    host = host.lower()
     hosts, networks = _allow_list(settings.outbound_allow)
     if host in hosts:
-        return
-    for address in _addresses(host, parts.port):
+        return None
+    addresses = _addresses(host, port)
+    for address in addresses:
         if any(address in network for network in networks if network.version == address.version):
             continue
         if address.is_loopback and settings.outbound_allow_loopback:
@@ -58,6 +72,7 @@ def check_url(url: str, settings: Settings, *, what: str) -> None:
                 f"{what}: '{host}' resolves to {address}, a {reason} address agents may not call "
                 "(an operator can allow it with SKYLOOP_OUTBOUND_ALLOW)"
             )
+    return [str(address) for address in addresses]
 
 
 def _forbidden(address: IPAddress) -> str | None:

@@ -154,3 +154,31 @@ def test_an_output_anchored_at_an_earlier_cut_is_read_after_this_environments_ow
     # Then the next model call's read has the output
     assert _texts(store, session.id, cut, for_turn=True) == ["q", "call", "output"]
     assert _texts(store, session.id, cut, for_turn=False) == ["q", "call", "output"]
+
+
+def test_what_is_held_stays_within_its_bytes_the_least_recently_read_going_first(
+    aws: Stack, returned: Returned, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from skyloop.store.dynamodb.events import _TurnItems
+
+    # Given room for one session's items (ten messages of ~35 bytes each), not two
+    monkeypatch.setattr(_TurnItems, "MAX_BYTES", 500)
+    store = aws.store
+    first, second = aws.new_session("unused-model"), aws.new_session("unused-model")
+    cuts = {}
+    for session in (first, second):
+        for n in range(10):
+            cuts[session.id] = _message(store, session.id, f"{session.id[:4]}-{n}")
+
+    # When the turns of both read their sessions, the first, then the second
+    for session in (first, second):
+        assert len(_texts(store, session.id, cuts[session.id], for_turn=True)) == 10
+    returned.rows.clear()
+
+    # Then the second is held (nothing to read again), the first was let go (read whole again)
+    _texts(store, second.id, cuts[second.id], for_turn=True)
+    assert returned.rows["items"] == 0
+    _texts(store, first.id, cuts[first.id], for_turn=True)
+    assert returned.rows["items"] == 10
+    held = store._turn_items  # type: ignore[attr-defined]
+    assert held._bytes <= 500

@@ -49,7 +49,13 @@ def _client(key: str, base_url: str | None) -> Any:
     """
     import openai
 
-    return openai.OpenAI(api_key=key, base_url=base_url, max_retries=MAX_RETRIES)
+    if base_url is None:  # OpenAI's own API: no outbound check to keep
+        return openai.OpenAI(api_key=key, max_retries=MAX_RETRIES)
+    from skyloop.pinned_http import httpx2_transport
+
+    # the agent's endpoint: each connection goes to the address its check passed (skyloop.pinned_http)
+    http_client = openai.DefaultHttpxClient(transport=httpx2_transport("executor.auth.base_url"))
+    return openai.OpenAI(api_key=key, base_url=base_url, max_retries=MAX_RETRIES, http_client=http_client)
 
 
 def short(text: str, limit: int = 300) -> str:

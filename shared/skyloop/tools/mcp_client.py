@@ -62,8 +62,11 @@ def _run(server: McpServer, headers: dict[str, str], work: Any) -> Any:
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
 
+        from skyloop.pinned_http import httpx2_async_transport
+
+        transport = httpx2_async_transport("MCP server")  # connects to the address its check passed
         async with (
-            httpx2.AsyncClient(headers=headers, timeout=server.timeout_s) as http,
+            httpx2.AsyncClient(headers=headers, timeout=server.timeout_s, transport=transport) as http,
             Client(streamable_http_client(server.url, http_client=http)) as client,
         ):
             return await work(client)

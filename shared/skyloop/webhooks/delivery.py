@@ -89,12 +89,20 @@ class Outcome:
 
 
 def http_client(timeout_s: float) -> httpx.Client:
-    """One pooled client per process; redirects are failures, never followed (they could point inward)."""
+    """One pooled client per process; redirects are failures, never followed (they could point inward),
+    and each connection goes to the address its check passed (:mod:`skyloop.pinned_http`)."""
     global _client
     if _client is None:
         import httpx
 
-        _client = httpx.Client(timeout=timeout_s, follow_redirects=False, trust_env=False)
+        from skyloop.pinned_http import httpx_transport
+
+        _client = httpx.Client(
+            timeout=timeout_s,
+            follow_redirects=False,
+            trust_env=False,
+            transport=httpx_transport("webhook url"),
+        )
     return _client
 
 

@@ -158,20 +158,18 @@ class EventLog(TableBase):
     def _item_rows_of(self, batch: Append, last_seq: int) -> tuple[int, list[_ItemRow]]:
         """The rows an append of ``batch`` after ``last_seq`` put (as :meth:`_conversation_items` keys them)."""
         now = int(time.time())
-        rows = [
-            _ItemRow(
-                sk,
-                ConversationItem(
-                    id=item.id,
-                    type=item.type,  # type: ignore[arg-type]
-                    response_id=item.response_id,
-                    created_at=now,
-                    position=seq,
-                    data=codec.loads(codec.dumps(item.data), {}),  # the caller's dict stays the caller's
-                ),
+        rows = []
+        for item, (sk, seq) in zip(batch.items, _item_keys(batch, last_seq), strict=True):
+            text = codec.dumps(item.data)  # parsed again: the caller's dict stays the caller's
+            conversation_item = ConversationItem(
+                id=item.id,
+                type=item.type,  # type: ignore[arg-type]
+                response_id=item.response_id,
+                created_at=now,
+                position=seq,
+                data=codec.loads(text, {}),
             )
-            for item, (sk, seq) in zip(batch.items, _item_keys(batch, last_seq), strict=True)
-        ]
+            rows.append(_ItemRow(sk, conversation_item, len(text)))
         return last_seq + len(batch.events), rows
 
     def _transaction(self, batch: Append, last_seq: int, now: int) -> list[dict[str, Any]]:
@@ -531,26 +529,26 @@ class EventLog(TableBase):
                     break
                 query = {**query, "ExclusiveStartKey": r["LastEvaluatedKey"]}
             rows = rows[:newest][::-1]
-        return [
-            _ItemRow(
-                str(attrs["sk"]),
-                ConversationItem(
-                    id=attrs["id"],
-                    type=attrs["type"],
-                    response_id=attrs.get("response_id"),
-                    created_at=int(attrs["created_at"]),
-                    position=int(attrs["position"]),
-                    data=codec.loads(self._text_in(attrs, "data"), {}),
-                ),
-            )
-            for attrs in rows
-        ]
+        return [self._item_row(attrs) for attrs in rows]
+
+    def _item_row(self, attrs: dict[str, Any]) -> _ItemRow:
+        text = self._text_in(attrs, "data")
+        item = ConversationItem(
+            id=attrs["id"],
+            type=attrs["type"],
+            response_id=attrs.get("response_id"),
+            created_at=int(attrs["created_at"]),
+            position=int(attrs["position"]),
+            data=codec.loads(text, {}),
+        )
+        return _ItemRow(str(attrs["sk"]), item, len(text or ""))
 
 
 @dataclass(frozen=True, slots=True)
 class _ItemRow:
     sk: str  # conversation order
     item: ConversationItem
+    size: int  # bytes of its data as stored (what holding it costs, roughly)
 
     @property
     def position(self) -> int:
@@ -562,6 +560,7 @@ class _SessionItems:
     through: int  # every item published at seq <= through is in rows
     floor: int  # the last cut a model call read: every item published later is anchored there or after
     rows: list[_ItemRow]
+    size: int = 0  # the rows' bytes
 
 
 class _TurnItems:
@@ -583,10 +582,12 @@ class _TurnItems:
 
     MAX_SESSIONS = 64
     MAX_ITEMS = 4000  # a longer history is read whole each time rather than held
+    MAX_BYTES = 16 * 1024 * 1024  # what all sessions' items may hold in a Lambda environment, roughly
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._sessions: OrderedDict[str, _SessionItems] = OrderedDict()
+        self._bytes = 0  # what every held session's rows add up to
 
     def read(self, log: EventLog, session_id: str, through_seq: int) -> list[_ItemRow]:
         with self._lock:
@@ -605,10 +606,7 @@ class _TurnItems:
         with self._lock:
             current = self._sessions.get(session_id)
             if len(rows) <= self.MAX_ITEMS and (current is None or current.through <= through_seq):
-                self._sessions[session_id] = _SessionItems(through_seq, through_seq, rows)
-                self._sessions.move_to_end(session_id)
-                while len(self._sessions) > self.MAX_SESSIONS:
-                    self._sessions.popitem(last=False)
+                self._hold(session_id, _SessionItems(through_seq, through_seq, rows, _size(rows)))
         return rows
 
     def appended(self, session_id: str, before: int, rows_after: tuple[int, list[_ItemRow]]) -> None:
@@ -620,7 +618,23 @@ class _TurnItems:
             if known is not None and known.through == before:
                 merged = sorted(known.rows + rows, key=lambda row: row.sk)
                 if len(merged) <= self.MAX_ITEMS:  # what it appended comes after the cut a model call read
-                    self._sessions[session_id] = _SessionItems(after, known.floor, merged)
+                    self._hold(
+                        session_id, _SessionItems(after, known.floor, merged, known.size + _size(rows))
+                    )
+
+    def _hold(self, session_id: str, held: _SessionItems) -> None:
+        """Under the lock: keep ``held``; the least recently read sessions go first, past the count or
+        the bytes."""
+        previous = self._sessions.pop(session_id, None)
+        self._bytes += held.size - (previous.size if previous is not None else 0)
+        self._sessions[session_id] = held
+        while self._sessions and (len(self._sessions) > self.MAX_SESSIONS or self._bytes > self.MAX_BYTES):
+            _, dropped = self._sessions.popitem(last=False)
+            self._bytes -= dropped.size
+
+
+def _size(rows: list[_ItemRow]) -> int:
+    return sum(row.size for row in rows)
 
 
 def _item_keys(batch: Append, last_seq: int) -> list[tuple[str, int]]:
