@@ -678,6 +678,31 @@ def test_an_interrupt_ends_a_hot_wait_and_its_step_writes_nothing_more() -> None
     assert world.types()[-2:] == [ev.RESPONSE_CANCELLED, ev.SESSION_STATUS]
 
 
+def test_the_model_call_after_a_hot_wait_reads_the_turn_row_no_more() -> None:
+    # Given a model step waiting hot for a client that answers at once, and the turn reads counted
+    world = World()
+    client = Client(world, {"call_read_file": "contents"})
+    client.start()
+    model = Model(calls("read_file"), text("It says contents."))
+    reads: list[tuple[int | None, int]] = []
+    get_turn = world.store.get_turn
+
+    def counted(session_id: str, response_id: str) -> Any:
+        turn = get_turn(session_id, response_id)
+        if threading.current_thread() is not client:  # not the client's answer (its resume check)
+            reads.append((turn.decided_iteration, turn.unanswered))
+        return turn
+
+    world.store.get_turn = counted  # type: ignore[method-assign]
+    # When the step runs both model calls
+    state = steps.call_model(world.store, world.start("go", [READ]), model, hot_wait_s=5.0)
+    client.done.set()
+    # Then the turn row as the wait ended (the call decided, its output in) was read once: the next
+    # model call took the wait's read
+    assert (state.next, state.finished) == ("stop", True)
+    assert reads.count((0, 0)) == 1, reads
+
+
 def test_a_deadline_shorter_than_the_hot_wait_still_holds() -> None:
     # Given an agent whose client tools must answer within one second
     world = World(client_tool_timeout_s=1)

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     import threading
     from collections.abc import Callable
 
+    from skyloop.models.session import Turn
     from skyloop.store import Store
     from skyloop.turns.state import TurnState
 
@@ -70,15 +71,17 @@ def wait_for_outputs(
     *,
     sleep: Callable[[float], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    ready: list[Turn] | None = None,
 ) -> TurnState:
     """Poll until the iteration's calls all have outputs (``call_model``), the window ends
     (``await_client``, with the rest of the deadline) or the turn is no longer active (``stop``).
 
     Between polls it waits for the next poll or an output's notification, whichever is first
-    (``sleep``, for tests, replaces that wait).
+    (``sleep``, for tests, replaces that wait). ``ready`` receives the turn row the wait ended on
+    (``call_model``), so the next model call need not read it again.
     """
     with notifier.answers_of(state.session_id) as answered:
-        return _wait(store, state, window, answered, sleep or answered.wait, clock)
+        return _wait(store, state, window, answered, sleep or answered.wait, clock, ready)
 
 
 def _wait(
@@ -88,6 +91,7 @@ def _wait(
     answered: threading.Event,
     pause: Callable[[float], object],
     clock: Callable[[], float],
+    ready: list[Turn] | None = None,
 ) -> TurnState:
     iteration = state.iteration - 1
     started = last_check = clock()
@@ -98,6 +102,8 @@ def _wait(
         except NotFoundError:  # the session was deleted
             return state.model_copy(update={"next": "stop"})
         if turn.decided_iteration == iteration and turn.unanswered == 0:
+            if ready is not None:
+                ready.append(turn)
             return state.model_copy(update={"next": "call_model"})
         now = clock()
         if now - last_check >= SESSION_CHECK_S:

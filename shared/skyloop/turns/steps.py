@@ -130,6 +130,7 @@ def call_model(
     """
     from skyloop.turns import hot_wait
 
+    ready: list[Turn] = []  # the turn row a hot wait ended on: the next model call's read of it
     while True:
         if remaining_s is not None:
             timeout_s = max(1.0, min(timeout_s, remaining_s() - STEP_MARGIN_S))
@@ -141,6 +142,7 @@ def call_model(
             secrets=secrets,
             report_usage=report_usage,
             publish_waits=hot_wait_s > 0,
+            turn=ready.pop() if ready else None,
         )
         if result.next != "await_client" or hot_wait_s <= 0:
             return result
@@ -148,7 +150,7 @@ def call_model(
         window = hot_wait.window_s(result, hot_wait_s, left - STEP_MARGIN_S - MIN_MODEL_S)
         if window <= 0:
             return result
-        waited = hot_wait.wait_for_outputs(store, result, window)
+        waited = hot_wait.wait_for_outputs(store, result, window, ready=ready)
         if waited.next != "call_model" or (
             remaining_s is not None and remaining_s() < STEP_MARGIN_S + MIN_MODEL_S
         ):
@@ -166,23 +168,31 @@ def _call_model_once(
     secrets: SecretStore | None = None,
     report_usage: model_step.UsageReport = None,
     publish_waits: bool = False,
+    turn: Turn | None = None,
 ) -> TurnState:
     # The session and the turn are read together (two reads' latency, once); a turn whose session says it
-    # is no longer active is left alone whatever its row says.
-    turn_read = model_step.background(store.get_turn, state.session_id, state.response_id)
+    # is no longer active is left alone whatever its row says. ``turn``: the row a hot wait just read
+    # (its outputs all in), which nothing else writes before this step's own appends.
+    turn_read = (
+        None
+        if turn is not None
+        else model_step.background(store.get_turn, state.session_id, state.response_id)
+    )
     session = store.get_session(state.session_id)
     if not lifecycle.is_active(session, state.response_id):
-        turn_read.cancel()
+        if turn_read is not None:
+            turn_read.cancel()
         return state.model_copy(update={"next": "stop"})
-    turn = turn_read.result()
-    agent = with_api_key(agent_of(store, turn), secrets)
+    row = turn if turn_read is None else turn_read.result()
+    assert row is not None  # one of the two
+    agent = with_api_key(agent_of(store, row), secrets)
     caller = model_caller or model_step.default_caller(agent.spec.executor.harness)
     catalog = server_tools(store, agent, secrets)
     return model_step.run(
         store,
         state,
         session,
-        turn,
+        row,
         agent,
         caller,
         timeout_s=timeout_s,
