@@ -88,7 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=10, help="sessions in the burst")
     parser.add_argument("--singles", type=int, default=5, help="single turns before the burst")
     parser.add_argument("--model-latency-ms", type=int, default=300)
-    parser.add_argument("--quiet-s", type=float, default=0.0, help="how long the stack sits quiet before the burst")
+    parser.add_argument(
+        "--quiet-s", type=float, default=0.0, help="how long the stack sits quiet before the burst"
+    )
     parser.add_argument("--turn-timeout", type=float, default=60.0)
     parser.add_argument("--out", type=Path, default=tl.RESULTS_DIR / "first_burst.json")
     args = parser.parse_args(argv)
