@@ -60,10 +60,11 @@ COVERAGE := --cov=skyloop.turns --cov=skyloop.store --cov-report=term:skip-cover
 test: lint typecheck $(NODE_TOOLS) console-check $(CONSOLE_DIST) chromium bubblewrap
 	$(PY) -m pytest $(COVERAGE)
 
-## lint: ruff rules and formatting
+## lint: ruff rules and formatting, and no import circles (import-linter's contracts in pyproject.toml)
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check shared functions tests bench infra
 	$(VENV)/bin/ruff format --check shared functions tests bench infra
+	$(VENV)/bin/lint-imports
 
 ## typecheck: mypy (pydantic plugin) over shared/skyloop and infra
 typecheck: $(VENV)/.dev-installed

@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING, Any
 from skyloop.settings import get_settings
 
 if TYPE_CHECKING:
-    from skyloop.models.agent import Agent, AgentSpec
+    from skyloop.runners import Runners
     from skyloop.schedules.engine import EventBridgeSchedules
     from skyloop.secrets import SecretsManagerStore
-    from skyloop.sessions import Runners
     from skyloop.store import DynamoStore
     from skyloop.store.dynamodb.live import LiveRecords
     from skyloop.turns.engine import StepFunctionsEngine
@@ -74,15 +73,6 @@ def secrets() -> SecretsManagerStore:
     return SecretsManagerStore(client("secretsmanager"))
 
 
-def register_agent(spec: AgentSpec) -> Agent:
-    """Register an agent version with this deployment's store and secret store."""
-    from skyloop import sessions
-
-    return sessions.register_agent(
-        store(), spec, secrets=secrets(), secrets_prefix=get_settings().secrets_prefix
-    )
-
-
 @lru_cache(maxsize=1)
 def engine() -> StepFunctionsEngine:
     """The port to this deployment's turn state machine."""
@@ -117,7 +107,7 @@ def schedules(target_arn: str | None = None) -> EventBridgeSchedules | None:
 @lru_cache(maxsize=1)
 def runners() -> Runners:
     """This deployment's one runner: its turn state machine, online when one is configured."""
-    from skyloop.sessions import Runners
+    from skyloop.runners import Runners
 
     settings = get_settings()
     return Runners(settings.default_runner_id, online=bool(settings.state_machine_arn))

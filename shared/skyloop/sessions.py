@@ -8,12 +8,13 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from skyloop import principals
-from skyloop.environments.spec import environment_of
 from skyloop.errors import ConflictError, InvalidInputError, NotFoundError, SecretNotAllowedError
 from skyloop.ids import is_hex32, new_id
 from skyloop.models.agent import Agent, AgentSpec
 from skyloop.models.session import ConversationItem, PendingCall, Session, token_usage
+from skyloop.runners import Runners  # noqa: TC001  (kept here too: callers name it sessions.Runners)
 from skyloop.secrets import api_key_secret_name
+from skyloop.tools.declared import environment_of
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -44,33 +45,6 @@ def _within_budget(items: list[dict[str, Any]], budget: int) -> list[dict[str, A
             break
         out.append(item)
     return out
-
-
-class Runners:
-    """The runners of this deployment: one Step Functions turn machine, always online."""
-
-    def __init__(self, default_runner_id: str, *, online: bool = True) -> None:
-        self.default_runner_id = default_runner_id
-        self.online = online
-
-    def is_registered(self, runner_id: str) -> bool:
-        return runner_id == self.default_runner_id
-
-    def is_online(self, runner_id: str | None) -> bool:
-        return bool(runner_id) and self.is_registered(runner_id or "") and self.online
-
-    def list(self) -> dict[str, Any]:
-        return {
-            "object": "list",
-            "data": [
-                {
-                    "runner_id": self.default_runner_id,
-                    "online": self.online,
-                    "kind": "stepfunctions",
-                    "harnesses": ["openai-agents"],
-                }
-            ],
-        }
 
 
 def register_agent(
@@ -680,3 +654,12 @@ def page_items(
         items = items[ids.index(after) + 1 :]
     page = _within_budget([i.to_flat() for i in items[:limit]], MAX_PAGE_BYTES)
     return page, len(items) > len(page)
+
+
+def register(spec: AgentSpec) -> Agent:
+    """Register an agent version with this deployment's store and secret store."""
+    from skyloop import deps
+
+    return register_agent(
+        deps.store(), spec, secrets=deps.secrets(), secrets_prefix=deps.get_settings().secrets_prefix
+    )

@@ -19,7 +19,7 @@ from skyloop.principals import Principal
 from skyloop.settings import get_settings
 from skyloop.store import Append, keys
 from skyloop.webhooks.models import Endpoint
-from skyloop.webhooks.publisher import webhook_records
+from skyloop.webhooks.records import webhook_records
 from tests.webhook_receiver import WebhookReceiver
 
 if TYPE_CHECKING:

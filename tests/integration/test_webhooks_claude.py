@@ -20,7 +20,7 @@ from skyloop import deps
 from skyloop.lifecycle_events import parse
 from skyloop.models.agent import AgentSpec
 from skyloop.settings import get_settings
-from skyloop.webhooks.publisher import webhook_records
+from skyloop.webhooks.records import webhook_records
 from tests.integration.conftest import wait_until
 from tests.integration.test_webhooks import deliver, publish, stream_records
 from tests.webhook_receiver import Received, WebhookReceiver

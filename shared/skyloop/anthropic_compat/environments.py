@@ -298,7 +298,7 @@ def updated(env: Environment, body: EnvironmentBody) -> Environment:
     if "scope" in sent:
         changes["scope"] = body.scope
     if "metadata" in sent:
-        from skyloop.anthropic_compat.service import patch_metadata
+        from skyloop.anthropic_compat.common import patch_metadata
 
         changes["metadata"] = patch_metadata(env.metadata, body.metadata)
     if "config" in sent and body.config is not None:

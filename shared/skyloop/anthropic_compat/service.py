@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +9,7 @@ from skyloop import deps, pricing, principals, sessions
 from skyloop.anthropic_compat import agents as ca
 from skyloop.anthropic_compat import environments as envs
 from skyloop.anthropic_compat import toolset, translate, views
+from skyloop.anthropic_compat.common import page_token, patch_metadata, read_token, slice_rows
 from skyloop.anthropic_compat.errors import UnsupportedFeatureError
 from skyloop.errors import InvalidInputError, NotFoundError
 from skyloop.turns import lifecycle
@@ -22,35 +21,6 @@ if TYPE_CHECKING:
     from skyloop.store import Store
 
 MAX_EVENT_SCAN = 100_000  # stored events one events listing reads through
-
-
-# ---------------------------------------------------------------------------------- paging
-def page_token(*parts: object) -> str:
-    return base64.urlsafe_b64encode(json.dumps(parts, separators=(",", ":")).encode()).decode().rstrip("=")
-
-
-def read_token(token: str) -> list[Any]:
-    try:
-        value = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-    except (ValueError, TypeError):
-        raise InvalidInputError(f"page: {token!r} is not a page cursor this API gave", param="page") from None
-    if not isinstance(value, list):
-        raise InvalidInputError(f"page: {token!r} is not a page cursor this API gave", param="page")
-    return value
-
-
-def slice_rows(rows: list[dict[str, Any]], page: str | None, limit: int, key: str = "id") -> dict[str, Any]:
-    """A page of rows already in order; the cursor is the ``key`` of the last row given."""
-    start = 0
-    if page:
-        after = (read_token(page) or [None])[0]
-        ids = [r[key] for r in rows]
-        if after not in ids:
-            raise InvalidInputError("page: the cursor's row is no longer listed", param="page")
-        start = ids.index(after) + 1
-    chunk = rows[start : start + limit]
-    more = start + limit < len(rows)
-    return {"data": chunk, "next_page": page_token(chunk[-1][key]) if more and chunk else None}
 
 
 def _epoch(value: str | None, param: str) -> float | None:
@@ -80,7 +50,7 @@ def create_agent(body: rq.AgentBody) -> dict[str, Any]:
         raise InvalidInputError("name is required", param="name")
     if body.version is not None:
         raise InvalidInputError("version is only for updates", param="version")
-    return ca.to_claude(deps.register_agent(ca.build_spec(body, base=None)))
+    return ca.to_claude(sessions.register(ca.build_spec(body, base=None)))
 
 
 def get_agent(agent_id: str, version: int | None) -> dict[str, Any]:
@@ -352,19 +322,6 @@ def update_session(session_id: str, body: rq.SessionUpdate) -> dict[str, Any]:
     if changes:
         session = store.update_session(session.id, changes)
     return views.session_object(store, session, agent)
-
-
-def patch_metadata(old: dict[str, str], patch: dict[str, str | None] | None) -> dict[str, str]:
-    """Metadata after an update's patch: a string sets the key, null (or "") deletes it."""
-    out = dict(old)
-    for key, value in (patch or {}).items():
-        if value:
-            out[key] = value
-        else:
-            out.pop(key, None)
-    if len(out) > 16:
-        raise InvalidInputError("metadata: at most 16 keys", param="metadata")
-    return out
 
 
 def archive_session(session_id: str) -> dict[str, Any]:

@@ -489,7 +489,7 @@ def stop(recs: WorkRecords, environment_id: str, work_id: str, *, force: bool) -
 
 
 def update_metadata(recs: WorkRecords, environment_id: str, work_id: str, body: WorkUpdate) -> Work:
-    from skyloop.anthropic_compat.service import patch_metadata
+    from skyloop.anthropic_compat.common import patch_metadata
 
     def change(work: Work) -> Work:
         return work.model_copy(update={"metadata": patch_metadata(work.metadata, body.metadata)})
@@ -570,7 +570,7 @@ def update(environment_id: str, work_id: str, body: WorkUpdate) -> dict[str, Any
 
 def list_work(environment_id: str, q: PageQuery) -> dict[str, Any]:
     """The environment's items, newest first, paged."""
-    from skyloop.anthropic_compat.service import slice_rows
+    from skyloop.anthropic_compat.common import slice_rows
 
     recs, env = _queue_of(environment_id)
     rows = [w.to_claude() for w in reversed(recs.items(env.id))]

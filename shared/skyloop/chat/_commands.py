@@ -8,17 +8,17 @@ status. Failures print ``skyloop: <code>: <message>`` to stderr and return 1
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from skyloop.chat._api import describe_error, find_agent
+from skyloop.chat._api import find_agent
+from skyloop.chat._common import _FAILURES, _client, _fail, _print_json, _tolerant
 from skyloop.chat._render import Renderer, Style
 from skyloop.chat._repl import CONFIRM_TOOLS, EXIT_ABORTED, ChatRepl
 from skyloop.chat._tables import agents_table, session_details, sessions_table
-from skyloop.client import Client, SkyloopClientError, ToolBox
+from skyloop.client import Client, ToolBox
 
 if TYPE_CHECKING:
     import argparse
@@ -31,29 +31,6 @@ __all__ = ["DEFAULT_AGENT", "HISTORY_ITEMS", "agents_command", "chat_command", "
 
 DEFAULT_AGENT = "coder"
 HISTORY_ITEMS = 10
-_FAILURES = (SkyloopClientError, OSError, ValueError)
-
-
-def _fail(exc: BaseException, base_url: str | None = None, *, err: TextIO | None = None) -> int:
-    code, message = describe_error(exc, base_url)
-    print(f"skyloop: {code}: {message}", file=err or sys.stderr)
-    return 1
-
-
-def _print_json(body: Any, out: TextIO) -> None:
-    out.write(json.dumps(body, indent=2, ensure_ascii=False) + "\n")
-
-
-def _client(args: argparse.Namespace) -> Client:
-    return Client(getattr(args, "url", None))
-
-
-def _tolerant(stream: TextIO) -> None:
-    """Never die on a character the terminal's encoding cannot show."""
-    reconfigure = getattr(stream, "reconfigure", None)
-    if reconfigure is not None:
-        with contextlib.suppress(ValueError, OSError):  # a stream that cannot keeps its policy
-            reconfigure(errors="replace")
 
 
 # ------------------------------------------------------------------------------ chat

@@ -10,7 +10,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from skyloop.chat._api import find_agent
-from skyloop.chat._commands import _FAILURES, _client, _fail, _print_json, _tolerant
+from skyloop.chat._common import _FAILURES, _client, _fail, _print_json, _tolerant
 from skyloop.chat._render import one_line, truncate
 from skyloop.chat._tables import format_table, format_time
 from skyloop.ids import is_hex32

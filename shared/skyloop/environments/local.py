@@ -35,9 +35,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from skyloop.environments import search
-from skyloop.environments.paths import PathOutsideWorkspace
+from skyloop.environments.paths import WORKSPACE, PathOutsideWorkspace
 from skyloop.environments.port import CommandResult, SandboxError, WorkspaceEntry, WorkspaceFull
-from skyloop.environments.spec import WORKSPACE
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import posixpath
 
-from skyloop.environments.spec import WORKSPACE
+WORKSPACE = "/workspace"
 
 
 class PathOutsideWorkspace(ValueError):

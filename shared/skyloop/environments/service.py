@@ -17,7 +17,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skyloop.environments.spec import HostedEnvironment, SecretValue, environment_of
+from skyloop.environments.spec import HostedEnvironment, SecretValue
+from skyloop.tools.declared import environment_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -24,12 +24,11 @@ a hosted tool and no environment gets the default one (``network: none``).
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 HOSTED_TOOLS = ("Bash", "Read", "Write", "Edit", "Glob", "Grep")
-WORKSPACE = "/workspace"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 RESERVED_ENV = frozenset({"HOME", "PWD", "PATH_WORKSPACE"})
 MAX_FILES = 100
@@ -113,16 +112,3 @@ class HostedTool(BaseModel):
     approval: Approval = "never"
     timeout_s: int = Field(default=DEFAULT_TIMEOUT_S, ge=1, le=MAX_TIMEOUT_S)  # a command's, at most
     max_output_chars: int = Field(default=DEFAULT_OUTPUT_CHARS, ge=1, le=MAX_OUTPUT_CHARS)
-
-
-def environment_of(spec: Any, override: HostedEnvironment | None = None) -> HostedEnvironment | None:
-    """The environment a session of ``spec`` runs hosted tools in: the session's, the agent's, or the
-    default one when the agent declares hosted tools and no environment; None when it has none."""
-    if override is not None:
-        return override
-    declared = getattr(spec, "environment", None)
-    if declared is not None:
-        return declared
-    from skyloop.tools.declared import declared_tools
-
-    return HostedEnvironment() if declared_tools(getattr(spec, "tools", None)).hosted else None

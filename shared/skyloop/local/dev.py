@@ -23,15 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from skyloop.local.moto_core import MOTO_CONFIG, REGION  # their home: below both moto processes
+
 if TYPE_CHECKING:
     from collections.abc import Mapping, MutableMapping
 
-REGION = "us-east-1"
-MOTO_CONFIG: Any = {
-    "stepfunctions": {"execute_state_machine": True},
-    "lambda": {"use_docker": False},
-    "core": {"passthrough": {"services": ["bedrockruntime"]}},  # models are real (or the scripted one)
-}
 TABLE_NAME = "skyloop-local"
 EVENT_BUS = "skyloop-local"  # lifecycle events on moto's EventBridge (`skyloop events tail`)
 # Webhook retries in the local stack: short, so a test or a developer sees them (third attempt within 30 s)
@@ -500,7 +496,7 @@ def _register_example(url: str, mock_app: Any) -> tuple[str, str]:
     store = deps.store()
     agent = _kept_example(spec)  # a restart with a data directory keeps its agent and sessions
     if agent is None:
-        agent = deps.register_agent(spec)
+        agent = sessions.register(spec)
     if not store.list_sessions(agent_name=EXAMPLE_AGENT, limit=1)[0]:
         runners = sessions.Runners(deps.get_settings().default_runner_id)
         sessions.create_session(store, agent, runners, title="example session")
@@ -514,7 +510,7 @@ def _register_example(url: str, mock_app: Any) -> tuple[str, str]:
         }
     )
     if _kept_example(hosted) is None:  # registered after coder: the console offers it first
-        deps.register_agent(hosted)
+        sessions.register(hosted)
     return agent.id, answering
 
 

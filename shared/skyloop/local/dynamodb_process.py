@@ -297,12 +297,12 @@ def main(address: str) -> None:
     moto_core.lighten()  # first: before anything imports moto.iam or builds a botocore session
     from moto import mock_aws
 
-    from skyloop.local import dev, moto_dynamodb, moto_items
+    from skyloop.local import moto_dynamodb, moto_items
     from skyloop.local.aws_dispatch import dispatch_aws, name_process
     from skyloop.local.persistence import DataDirError
 
     name_process("dynamodb")
-    mock_aws(config=dev.MOTO_CONFIG).start()
+    mock_aws(config=moto_core.MOTO_CONFIG).start()
     moto_core.install()
     moto_dynamodb.install()
     moto_items.install()
@@ -314,7 +314,7 @@ def main(address: str) -> None:
         except DataDirError as exc:
             print(f"skyloop dev: {exc}", file=sys.stderr, flush=True)
             os._exit(DATA_DIR_EXIT)
-    moto_core.release_botocore_data(dev.REGION)
+    moto_core.release_botocore_data(moto_core.REGION)
     listener = Listener("\0" + address, "AF_UNIX", authkey=authkey)
     gc.collect()
     gc.freeze()  # moto's and botocore's models live as long as the process (see skyloop.local.dev)

@@ -16,6 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from skyloop.local._patch import replace
 
+# What every process hosting the local stack's moto runs it with (the stack's and the DynamoDB process).
+REGION = "us-east-1"
+MOTO_CONFIG: Any = {
+    "stepfunctions": {"execute_state_machine": True},
+    "lambda": {"use_docker": False},
+    "core": {"passthrough": {"services": ["bedrockruntime"]}},  # models are real (or the scripted one)
+}
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 

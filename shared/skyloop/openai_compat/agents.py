@@ -145,9 +145,9 @@ def build_spec(config: AgentConfig, *, base: Agent | None, first_id: str | None,
 
 def register(spec: AgentSpec, *, keep_key_of: Agent | None = None) -> Agent:
     """Register a version; a new version of an agent with a stored model key keeps using that key."""
-    from skyloop import deps
+    from skyloop import deps, sessions
 
-    agent = deps.register_agent(spec)
+    agent = sessions.register(spec)
     if keep_key_of is not None and keep_key_of.api_key_secret and agent.api_key_secret is None:
         agent = agent.model_copy(update={"api_key_secret": keep_key_of.api_key_secret})
         deps.store().put_agent(agent)

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from skyloop import events as ev
 from skyloop.openai_compat import views
+from skyloop.openai_compat.views import command_item, command_item_id
 
 if TYPE_CHECKING:
     from skyloop.models.agent import Agent
@@ -61,8 +62,7 @@ class Context:
     @property
     def hosted_bash(self) -> bool:
         """Whether the session's Bash calls run in its hosted environment (``command_execution`` items)."""
-        from skyloop.environments.spec import environment_of
-        from skyloop.tools.declared import declared_tools
+        from skyloop.tools.declared import declared_tools, environment_of
 
         if environment_of(self.agent.spec, self.session.environment) is None:
             return False
@@ -235,30 +235,6 @@ def _delta(kind: str, data: dict[str, Any], ctx: Context, turn_hint: str | None)
         "item_id": command_item_id(str(data.get("call_id", ""))),
         "output_index": 0,
         "delta": str(data.get("delta", "")),
-    }
-
-
-def command_item_id(call_id: str) -> str:
-    """A hosted command's ``command_execution`` item: one id from its start to its output."""
-    return f"ce_{call_id}"
-
-
-def command_item(
-    call_id: str, command: str, turn_id: str, *, details: dict[str, Any] | None, output: str | None
-) -> dict[str, Any]:
-    done = details is not None
-    return {
-        "id": command_item_id(call_id),
-        "type": "command_execution",
-        "command": command,
-        "cwd": "/workspace",
-        "duration_ms": (details or {}).get("duration_ms"),
-        "exit_code": (details or {}).get("exit_code"),
-        "output": output,
-        "status": ("completed" if (details or {}).get("exit_code") == 0 else "failed")
-        if done
-        else "in_progress",
-        "turn_id": turn_id,
     }
 
 

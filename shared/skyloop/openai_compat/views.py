@@ -241,8 +241,6 @@ def item_object(item: ConversationItem, turn_id: str) -> dict[str, Any]:
         }
     details = data.get("details")
     if isinstance(details, dict) and details.get("kind") == "command":
-        from skyloop.openai_compat.translate import command_item
-
         return command_item(
             str(data.get("call_id", "")),
             str(details.get("command", "")),
@@ -299,4 +297,28 @@ def turn_object(turn: Turn, session: Session, agent_id: str, *, waiting: bool = 
         "error": turn_error(error) if status == "failed" else None,
         "subagent_id": None,
         "usage": usage(turn.input_tokens, turn.output_tokens),
+    }
+
+
+def command_item_id(call_id: str) -> str:
+    """A hosted command's ``command_execution`` item: one id from its start to its output."""
+    return f"ce_{call_id}"
+
+
+def command_item(
+    call_id: str, command: str, turn_id: str, *, details: dict[str, Any] | None, output: str | None
+) -> dict[str, Any]:
+    done = details is not None
+    return {
+        "id": command_item_id(call_id),
+        "type": "command_execution",
+        "command": command,
+        "cwd": "/workspace",
+        "duration_ms": (details or {}).get("duration_ms"),
+        "exit_code": (details or {}).get("exit_code"),
+        "output": output,
+        "status": ("completed" if (details or {}).get("exit_code") == 0 else "failed")
+        if done
+        else "in_progress",
+        "turn_id": turn_id,
     }

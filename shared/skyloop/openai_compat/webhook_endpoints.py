@@ -123,7 +123,7 @@ def view(endpoint: Endpoint, *, with_secret: bool = False) -> dict[str, Any]:
 
 
 def _records() -> WebhookRecords:
-    from skyloop.webhooks.publisher import webhook_records
+    from skyloop.webhooks.records import webhook_records
 
     return webhook_records()
 

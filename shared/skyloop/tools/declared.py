@@ -36,7 +36,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from skyloop.environments.spec import HOSTED_TOOLS, HostedTool
+from skyloop.environments.spec import HOSTED_TOOLS, HostedEnvironment, HostedTool
 from skyloop.errors import InvalidInputError
 from skyloop.models.session import ClientTool
 
@@ -247,3 +247,14 @@ def tool_entries(tools: Any) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def environment_of(spec: Any, override: HostedEnvironment | None = None) -> HostedEnvironment | None:
+    """The environment a session of ``spec`` runs hosted tools in: the session's, the agent's, or the
+    default one when the agent declares hosted tools and no environment; None when it has none."""
+    if override is not None:
+        return override
+    declared = getattr(spec, "environment", None)
+    if declared is not None:
+        return declared
+    return HostedEnvironment() if declared_tools(getattr(spec, "tools", None)).hosted else None

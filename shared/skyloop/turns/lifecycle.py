@@ -782,7 +782,7 @@ def _workspace_cleanup(store: Store, session: Session) -> Callable[[], None] | N
     """What removes the session's hosted workspace once the session is gone (read before it goes:
     the cloud engine's record of its interpreter session lives under the session)."""
     from skyloop.environments import service
-    from skyloop.environments.spec import environment_of
+    from skyloop.tools.declared import environment_of
 
     try:
         agent = store.get_agent(session.agent_id)

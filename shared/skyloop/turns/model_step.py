@@ -171,8 +171,6 @@ def run(
         cost_micros=cost,
     )
     if nxt == "finish_turn":
-        from skyloop.turns.steps import keep_workspace
-
         keep_workspace(store, turn.session_id, agent)  # a cloud workspace is kept before its turn ends
     finished = nxt == "finish_turn" and finish_with_result(store, batch, chain, agent, turn, tokens, consumed)
     if not finished:
@@ -189,6 +187,25 @@ def run(
             **route,
         }
     )
+
+
+def keep_workspace(store: Store, session_id: str, agent: Agent) -> None:
+    """The end of a turn: a cloud workspace that changed is snapshotted (the local engine's is on disk)."""
+    from skyloop import deps
+    from skyloop.environments import service
+    from skyloop.tools.declared import environment_of
+
+    settings = deps.get_settings()
+    if settings.hosted_engine != "agentcore":
+        return
+    try:
+        session = store.get_session(session_id)
+        if environment_of(agent.spec, session.environment) is not None:
+            service.snapshot(session_id, settings)
+    except Exception:  # the turn is done; its workspace is still in its interpreter session
+        from skyloop.observability import logger
+
+        logger.exception("the workspace could not be snapshotted", extra={"session": session_id})
 
 
 def _usage_landed(

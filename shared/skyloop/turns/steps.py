@@ -244,29 +244,12 @@ def finish_turn(store: Store, state: TurnState) -> TurnState:
     except NotFoundError:
         return state.model_copy(update={"next": "stop"})
     agent = agent_of(store, turn)
-    keep_workspace(store, state.session_id, agent)  # before the turn ends: its files are kept when it has
+    model_step.keep_workspace(
+        store, state.session_id, agent
+    )  # before the turn ends: its files are kept when it has
     return lifecycle.finish_or_continue(
         store, state, model=agent.name, created_at=turn.created_at, usage=turn.usage()
     )
-
-
-def keep_workspace(store: Store, session_id: str, agent: Agent) -> None:
-    """The end of a turn: a cloud workspace that changed is snapshotted (the local engine's is on disk)."""
-    from skyloop import deps
-    from skyloop.environments import service
-    from skyloop.environments.spec import environment_of
-
-    settings = deps.get_settings()
-    if settings.hosted_engine != "agentcore":
-        return
-    try:
-        session = store.get_session(session_id)
-        if environment_of(agent.spec, session.environment) is not None:
-            service.snapshot(session_id, settings)
-    except Exception:  # the turn is done; its workspace is still in its interpreter session
-        from skyloop.observability import logger
-
-        logger.exception("the workspace could not be snapshotted", extra={"session": session_id})
 
 
 def fail_turn(store: Store, state: TurnState) -> TurnState:

@@ -344,7 +344,7 @@ def start(
     deliveries are enqueued again.
     """
     from skyloop import deps
-    from skyloop.webhooks.publisher import webhook_records
+    from skyloop.webhooks.records import webhook_records
 
     records = webhook_records()
     dispatcher = LocalDispatcher(records, settings)

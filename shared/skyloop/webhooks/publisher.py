@@ -189,6 +189,7 @@ def handle_stream(event: dict[str, Any]) -> dict[str, Any]:
     """A table-stream batch (new ``EVENT#`` rows and session inserts) -> lifecycle events out."""
     from skyloop import deps
     from skyloop.webhooks import queue
+    from skyloop.webhooks.records import webhook_records
 
     settings = deps.get_settings()
     store = deps.store()
@@ -202,16 +203,6 @@ def handle_stream(event: dict[str, Any]) -> dict[str, Any]:
     )
     log.info("lifecycle batch", extra={"events": report.events, "enqueued": report.enqueued})
     return {"batchItemFailures": [{"itemIdentifier": s} for s in failed]}
-
-
-def webhook_records() -> WebhookRecords:
-    from skyloop import deps
-    from skyloop.store.blobs import S3Blobs
-    from skyloop.webhooks.records import WebhookRecords
-
-    settings = deps.get_settings()
-    blobs = S3Blobs(deps.client("s3"), settings.blob_bucket) if settings.blob_bucket else None
-    return WebhookRecords(settings.table_name, deps.client("dynamodb"), blobs=blobs)
 
 
 def publish_records(

@@ -75,7 +75,7 @@ def handle_queue(event: dict[str, Any]) -> dict[str, Any]:
     """An SQS batch of delivery messages -> attempts; failed ones come back after their delay."""
     from skyloop import deps
     from skyloop.webhooks import delivery
-    from skyloop.webhooks.publisher import webhook_records
+    from skyloop.webhooks.records import webhook_records
 
     settings = deps.get_settings()
     records = webhook_records()

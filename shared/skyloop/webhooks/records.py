@@ -315,3 +315,12 @@ class WebhookRecords(TableBase):
 
 def _endpoint(attrs: dict[str, Any]) -> Endpoint:
     return Endpoint.model_validate({k: v for k, v in attrs.items() if k in ENDPOINT_FIELDS})
+
+
+def webhook_records() -> WebhookRecords:
+    from skyloop import deps
+    from skyloop.store.blobs import S3Blobs
+
+    settings = deps.get_settings()
+    blobs = S3Blobs(deps.client("s3"), settings.blob_bucket) if settings.blob_bucket else None
+    return WebhookRecords(settings.table_name, deps.client("dynamodb"), blobs=blobs)

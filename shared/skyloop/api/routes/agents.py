@@ -35,7 +35,7 @@ def create_agent() -> Response:
         from skyloop import bundles
 
         spec = bundles.load_agent_spec_dict(req.json_object())
-    agent = deps.register_agent(spec)
+    agent = sessions.register(spec)
     return json_response(201, agent.to_api())
 
 

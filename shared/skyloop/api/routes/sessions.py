@@ -54,7 +54,7 @@ def create_session() -> Response:
         if "metadata" not in fields:
             raise InvalidInputError("multipart field 'metadata' (a JSON string, may be '{}') is required")
         metadata = bundles.parse_session_metadata(fields["metadata"])
-        agent = deps.register_agent(spec)
+        agent = sessions.register(spec)
         session = sessions.create_session(
             store, agent, deps.runners(), title=metadata.title, labels=metadata.labels
         )

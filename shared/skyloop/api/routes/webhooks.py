@@ -33,7 +33,7 @@ router = Router()
 
 
 def _records() -> WebhookRecords:
-    from skyloop.webhooks.publisher import webhook_records
+    from skyloop.webhooks.records import webhook_records
 
     return webhook_records()
 
