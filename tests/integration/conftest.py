@@ -188,7 +188,7 @@ class Stack:
                 "limits": limits,
             }
         )
-        return deps.register_agent(spec)
+        return sessions.register(spec)
 
     def new_session(self, model: str, *, agent_name: str | None = None, **limits: int) -> Session:
         agent = self.register_agent(model, name=agent_name, **limits)

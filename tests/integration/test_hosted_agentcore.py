@@ -60,7 +60,7 @@ def hosted_session(aws: Stack, model: str, **environment: Any) -> Session:
             "environment": {"type": "hosted", **environment},
         }
     )
-    agent = deps.register_agent(spec)
+    agent = sessions.register(spec)
     return sessions.create_session(aws.store, agent, sessions.Runners(deps.get_settings().default_runner_id))
 
 
@@ -191,7 +191,7 @@ def test_a_long_command_is_a_started_task_the_state_machine_polls(
         }
     )
     session = sessions.create_session(
-        aws.store, deps.register_agent(spec), sessions.Runners(deps.get_settings().default_runner_id)
+        aws.store, sessions.register(spec), sessions.Runners(deps.get_settings().default_runner_id)
     )
     run_turn(aws, api, session.id)
     assert outputs(aws, session.id)["long"] == "ended"

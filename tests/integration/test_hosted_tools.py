@@ -57,7 +57,7 @@ def hosted_session(
             **({"environment": environment} if environment is not None else {}),
         }
     )
-    agent = deps.register_agent(spec)
+    agent = sessions.register(spec)
     return sessions.create_session(aws.store, agent, sessions.Runners(deps.get_settings().default_runner_id))
 
 

@@ -264,7 +264,7 @@ def test_a_server_tool_is_prepared_and_recorded_without_reading_the_turn(
             "tools": {"shout": shout},
         }
     )
-    agent = deps.register_agent(spec)
+    agent = sessions.register(spec)
     session = sessions.create_session(
         aws.store, agent, sessions.Runners(deps.get_settings().default_runner_id)
     )

@@ -121,7 +121,7 @@ def agent_session(aws: Stack, model: str, tools: dict[str, Any], **limits: int) 
             "limits": limits,
         }
     )
-    agent = deps.register_agent(spec)
+    agent = sessions.register(spec)
     return sessions.create_session(aws.store, agent, sessions.Runners(deps.get_settings().default_runner_id))
 
 

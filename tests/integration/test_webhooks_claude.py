@@ -16,7 +16,7 @@ import pytest
 from anthropic.types.beta import BetaWebhookEvent
 from standardwebhooks.webhooks import WebhookVerificationError
 
-from skyloop import deps
+from skyloop import deps, sessions
 from skyloop.lifecycle_events import parse
 from skyloop.models.agent import AgentSpec
 from skyloop.settings import get_settings
@@ -94,7 +94,7 @@ def priced_session(aws: Stack, api: Api, limit_cents: int) -> str:
             },
         }
     )
-    created = api.post_json("/v1/sessions", {"agent_id": deps.register_agent(spec).id})
+    created = api.post_json("/v1/sessions", {"agent_id": sessions.register(spec).id})
     assert created.status == 201, created.body
     aws.store.update_session(created.body["id"], {"spend_limit_cents": limit_cents})
     return str(created.body["id"])
