@@ -1,4 +1,5 @@
 import js from "@eslint/js";
+import importPlugin from "eslint-plugin-import";
 import jsxA11y from "eslint-plugin-jsx-a11y";
 import globals from "globals";
 import tseslint from "typescript-eslint";
@@ -9,6 +10,11 @@ export default tseslint.config(
   ...tseslint.configs.recommendedTypeChecked,
   jsxA11y.flatConfigs.strict,
   {
+    plugins: { import: importPlugin },
+    settings: {
+      "import/parsers": { "@typescript-eslint/parser": [".ts", ".tsx"] },
+      "import/resolver": { node: { extensions: [".ts", ".tsx", ".js"] } },
+    },
     languageOptions: {
       globals: globals.browser,
       parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
@@ -17,6 +23,8 @@ export default tseslint.config(
       "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_" }],
       "@typescript-eslint/no-floating-promises": "error",
       "@typescript-eslint/no-misused-promises": ["error", { checksVoidReturn: { attributes: false } }],
+      // no import circles (issue 36): a view reads the app's context from context.ts, never from app.tsx
+      "import/no-cycle": ["error", { ignoreExternal: true }],
       "jsx-a11y/no-autofocus": "off",
       // scrollable regions and long <pre> blocks must take focus to scroll from the keyboard (axe's
       // scrollable-region-focusable)

@@ -290,7 +290,7 @@ class AgentCoreFake:
 
 
 def _relative(path: str) -> str:
-    from skyloop.environments import paths
+    from skyloop import workspace as paths
 
     return paths.relative(path)
 

@@ -1,6 +1,6 @@
-import { createContext } from "preact";
-import { useCallback, useContext, useEffect, useState } from "preact/hooks";
+import { useCallback, useEffect, useState } from "preact/hooks";
 import { ApiError, api, getToken, setToken } from "./api";
+import { AppContext, type Ctx } from "./context";
 import { beginSignIn, completeSignIn } from "./oidc";
 import { navigate, onLinkClick, parse, useLocation } from "./router";
 import type { ConsoleConfig, Me, Page, ServerInfo, SessionRow } from "./types";
@@ -9,22 +9,6 @@ import { SessionView } from "./views/session";
 import { SchedulesView } from "./views/schedules";
 import { InboxView, SessionsView } from "./views/sessions";
 import { WebhooksView } from "./views/webhooks";
-
-export interface Ctx {
-  me: Me;
-  config: ConsoleConfig;
-  info: ServerInfo;
-  inboxCount: number;
-  refreshInbox: () => void;
-}
-
-export const AppContext = createContext<Ctx | null>(null);
-
-export function useApp(): Ctx {
-  const ctx = useContext(AppContext);
-  if (!ctx) throw new Error("useApp outside the app");
-  return ctx;
-}
 
 const INBOX_POLL_MS = 4000;
 

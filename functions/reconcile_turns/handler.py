@@ -9,6 +9,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from skyloop import deps
 from skyloop.observability import MetricUnit, logger, metrics, tracer
 from skyloop.schedules import ORPHAN_SCHEDULES_JOB
+from skyloop.schedules import engine as schedule_engine
+from skyloop.turns import engine as turn_engine
 from skyloop.turns.reconcile import reconcile
 
 
@@ -18,7 +20,7 @@ from skyloop.turns.reconcile import reconcile
 def handler(event: dict, context: LambdaContext) -> dict:  # noqa: ARG001  (Lambda's signature)
     if isinstance(event, dict) and event.get("job") == ORPHAN_SCHEDULES_JOB:
         return {"orphan_schedules": _delete_orphan_schedules()}
-    report = reconcile(deps.store(), deps.engine())
+    report = reconcile(deps.store(), turn_engine.deployed())
     metrics.add_metric(name="TurnsResumedByReconciler", unit=MetricUnit.Count, value=len(report.resumed))
     metrics.add_metric(name="TurnsResetByReconciler", unit=MetricUnit.Count, value=len(report.reset))
     logger.info(
@@ -34,7 +36,7 @@ def handler(event: dict, context: LambdaContext) -> dict:  # noqa: ARG001  (Lamb
 
 def _repair_schedules() -> dict[str, Any] | None:
     """Re-arm the scheduled tasks whose schedule stopped firing (None where the stack keeps no schedules)."""
-    schedules = deps.schedules()
+    schedules = schedule_engine.deployed()
     if schedules is None:
         return None
     # deferred: the rules engine (dateutil) is loaded only by a pass that has something to look at
@@ -68,7 +70,7 @@ def _repair_schedules() -> dict[str, Any] | None:
 
 
 def _delete_orphan_schedules() -> dict[str, Any] | None:
-    schedules = deps.schedules()
+    schedules = schedule_engine.deployed()
     if schedules is None:
         return None
     from skyloop.schedules import repair

@@ -12,7 +12,9 @@ from pydantic import BaseModel, Field
 
 from skyloop import deps
 from skyloop.observability import MetricUnit, logger, metrics, tracer
+from skyloop.schedules import engine as schedule_engine
 from skyloop.schedules import runs
+from skyloop.turns import engine as turn_engine
 
 
 class Fire(BaseModel):
@@ -31,8 +33,8 @@ def handler(event: dict, context: LambdaContext) -> dict:
     target = context.invoked_function_arn.split(":function:")[0] + ":function:" + context.function_name
     run = runs.fire(
         deps.store(),
-        deps.engine(),
-        deps.schedules(target),
+        turn_engine.deployed(),
+        schedule_engine.deployed(target),
         fire.task_id,
         scheduled_at,
         settings=deps.get_settings(),

@@ -12,6 +12,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from skyloop import deps, prewarm
 from skyloop.observability import MetricUnit, logger, metrics, token_metrics, tracer
 from skyloop.settings import get_settings
+from skyloop.turns import engine as turn_engine
 from skyloop.turns import steps
 from skyloop.turns.state import TurnStepInput
 
@@ -38,7 +39,7 @@ def _handle(event: dict, context: LambdaContext) -> dict:
     )
     if request.step == "await_client":
         assert request.task_token is not None  # TurnStepInput requires it for this step
-        steps.await_client(deps.store(), deps.engine(), state, request.task_token)
+        steps.await_client(deps.store(), turn_engine.deployed(), state, request.task_token)
         metrics.add_metric(name="TurnsParked", unit=MetricUnit.Count, value=1)
         return {"parked": True}
     if request.step == "call_model":

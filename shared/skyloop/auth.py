@@ -20,9 +20,9 @@ import time
 from typing import TYPE_CHECKING
 
 from skyloop.errors import InvalidInputError, NotFoundError, UnauthorizedError
+from skyloop.ids import DEFAULT_OWNER
 from skyloop.principals import DEFAULT_SCOPES, PRINCIPAL_PATTERN, SCOPES, Principal
 from skyloop.store import TokenRecord
-from skyloop.store.keys import DEFAULT_OWNER
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

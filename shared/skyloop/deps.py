@@ -1,5 +1,9 @@
 """Wiring in one place: boto3 clients and the store, built lazily once per container.
 
+The ports of the layers above (the turn engine, the schedules) are built by
+their own modules with :func:`per_container`, so this module sits just above
+the store and everything may use it.
+
 boto3 is imported inside the builders so that modules which only need models
 (and tests) do not pay for it at import time.
 """
@@ -7,18 +11,29 @@ boto3 is imported inside the builders so that modules which only need models
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable  # noqa: TC003  (the TypeVar's bound is evaluated)
 from functools import cache, lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from skyloop.settings import get_settings
 
 if TYPE_CHECKING:
     from skyloop.runners import Runners
-    from skyloop.schedules.engine import EventBridgeSchedules
     from skyloop.secrets import SecretsManagerStore
     from skyloop.store import DynamoStore
     from skyloop.store.dynamodb.live import LiveRecords
-    from skyloop.turns.engine import StepFunctionsEngine
+
+
+F = TypeVar("F", bound="Callable[..., Any]")
+_per_container: list[Any] = []  # what reset() forgets beside this module's own builders
+
+
+def per_container(builder: F) -> F:
+    """Build once per container, forgotten by :func:`reset`: for the ports the layers above own
+    (the turn engine, the schedules), so that this module imports nothing above the store."""
+    cached = lru_cache(maxsize=1)(builder)
+    _per_container.append(cached)
+    return cached  # type: ignore[return-value]
 
 
 _client_lock = threading.Lock()  # a boto3 Session is not safe to build clients from on two threads at once
@@ -74,37 +89,6 @@ def secrets() -> SecretsManagerStore:
 
 
 @lru_cache(maxsize=1)
-def engine() -> StepFunctionsEngine:
-    """The port to this deployment's turn state machine."""
-    from skyloop.turns.engine import StepFunctionsEngine
-
-    return StepFunctionsEngine(client("stepfunctions"), get_settings().state_machine_arn)
-
-
-@lru_cache(maxsize=1)
-def schedules(target_arn: str | None = None) -> EventBridgeSchedules | None:
-    """The port to EventBridge Scheduler (one schedule per task), or None where no group is configured.
-
-    ``target_arn`` is the run function's: the API has it in its environment,
-    the run function itself passes its own (its environment cannot name it).
-    """
-    settings = get_settings()
-    if not settings.schedule_group or not settings.schedule_role_arn:
-        return None
-    from skyloop.schedules.engine import EventBridgeSchedules
-
-    return EventBridgeSchedules(
-        client("scheduler"),
-        group=settings.schedule_group,
-        role_arn=settings.schedule_role_arn,
-        target_arn=target_arn or settings.schedule_target_arn,
-        dead_letter_arn=settings.schedule_dlq_arn,
-        retries=settings.schedule_retries,
-        max_event_age_s=settings.schedule_max_event_age_s,
-    )
-
-
-@lru_cache(maxsize=1)
 def runners() -> Runners:
     """This deployment's one runner: its turn state machine, online when one is configured."""
     from skyloop.runners import Runners
@@ -120,7 +104,7 @@ def reset() -> None:
     store.cache_clear()
     live_records.cache_clear()
     secrets.cache_clear()
-    engine.cache_clear()
-    schedules.cache_clear()
+    for cached in _per_container:
+        cached.cache_clear()
     runners.cache_clear()
     get_settings.cache_clear()

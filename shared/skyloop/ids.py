@@ -10,6 +10,8 @@ import hashlib
 import re
 import uuid
 
+DEFAULT_OWNER = "local"  # who owns what a stack without tokens stores (the open principal)
+
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from skyloop.errors import ForbiddenError
-from skyloop.store.keys import DEFAULT_OWNER
+from skyloop.ids import DEFAULT_OWNER
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

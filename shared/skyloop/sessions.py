@@ -12,18 +12,18 @@ from skyloop.errors import ConflictError, InvalidInputError, NotFoundError, Secr
 from skyloop.ids import is_hex32, new_id
 from skyloop.models.agent import Agent, AgentSpec
 from skyloop.models.session import ConversationItem, PendingCall, Session, token_usage
+from skyloop.models.tools import environment_of
 from skyloop.runners import Runners  # noqa: TC001  (kept here too: callers name it sessions.Runners)
 from skyloop.secrets import api_key_secret_name
-from skyloop.tools.declared import environment_of
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from skyloop.api.requests import SessionListQuery
-    from skyloop.environments.spec import HostedEnvironment
+    from skyloop.models.environment import HostedEnvironment
+    from skyloop.models.tools import DeclaredTools
     from skyloop.secrets import SecretStore
     from skyloop.store import Store
-    from skyloop.tools.declared import DeclaredTools
 
 SNAPSHOT_ITEMS = 100
 # A synchronous Lambda response is at most 6 MB: pages and snapshots stop adding items at this many
@@ -59,7 +59,7 @@ def register_agent(
     A model key in the spec goes to the secret store; the stored version keeps
     only the secret's name (see :mod:`skyloop.secrets`).
     """
-    from skyloop.tools.declared import declared_client_tools, declared_tools
+    from skyloop.models.tools import declared_client_tools, declared_tools
 
     declared = declared_tools(spec.tools)  # a bad server tool is a 400 now, not a failed turn later
     declared_client_tools(spec.tools)  # and so is a bad client tool
@@ -133,7 +133,7 @@ def check_environment_secrets(environment: HostedEnvironment) -> None:
 
 def check_tool_secrets(declared: DeclaredTools, prefix: str) -> None:
     """MCP header secrets must be the caller's own: another principal's would leave with our request."""
-    from skyloop.tools.declared import SecretRef
+    from skyloop.models.tools import SecretRef
 
     me = principals.current()
     mine = f"{prefix.rstrip('/')}/" if me.is_admin else f"{prefix.rstrip('/')}/{me.name}/"

@@ -617,7 +617,7 @@ def test_reconciler_is_the_one_the_local_stack_runs() -> None:
     # The local stack runs skyloop.turns.reconcile.reconcile in-process; the function does the same
     source = (RECONCILER.code_dir / "handler.py").read_text()
     assert "from skyloop.turns.reconcile import reconcile" in source
-    assert "reconcile(deps.store(), deps.engine())" in source
+    assert "reconcile(deps.store(), turn_engine.deployed())" in source
 
 
 def test_no_bedrock_access_without_model_arns(template_json: Template) -> None:

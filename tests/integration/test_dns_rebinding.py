@@ -124,7 +124,7 @@ def test_a_model_endpoint_does_not_follow_a_rebound_name(inward: Inward, rebindi
 
 
 def test_an_mcp_server_does_not_follow_a_rebound_name(inward: Inward, rebinding: list[str]) -> None:
-    from skyloop.tools.declared import McpServer
+    from skyloop.models.tools import McpServer
     from skyloop.tools.mcp_client import McpError, list_tools
 
     server = McpServer(type="mcp", url=f"http://{NAME}:{inward.port}/mcp", timeout_s=10)

@@ -21,6 +21,7 @@ from skyloop.harnesses.base import FunctionCall, ModelResult
 from skyloop.models.agent import AgentSpec
 from skyloop.models.session import ClientTool
 from skyloop.store import Append, DynamoStore
+from skyloop.turns import engine as turn_engine
 from skyloop.turns import lifecycle, model_step, server_tools, steps
 from tests.fakes import RecordingEngine
 
@@ -72,7 +73,7 @@ def requests(aws: Stack) -> Iterator[Requests]:
 @pytest.fixture
 def engine(monkeypatch: pytest.MonkeyPatch) -> RecordingEngine:
     recording = RecordingEngine()
-    monkeypatch.setattr(deps, "engine", lambda: recording)
+    monkeypatch.setattr(turn_engine, "deployed", lambda: recording)
     return recording
 
 

@@ -13,6 +13,7 @@ from botocore.exceptions import ClientError
 from skyloop import deps
 from skyloop.local.resources import SCHEDULE_GROUP
 from skyloop.pricing import PRICES_ENV
+from skyloop.schedules import engine as schedule_engine
 from tests.integration.conftest import wait_until
 
 if TYPE_CHECKING:
@@ -289,7 +290,7 @@ def test_the_local_scheduler_fires_what_is_due_and_applies_the_missed_run_policy
     down_since(down_for_days, midnight - 3 * 86400)
     scheduler = LocalScheduler(
         deps.store,
-        deps.schedules,
+        schedule_engine.deployed,
         lambda_invoker(deps.client("lambda"), aws.resources.function_arns["schedule_run"]),
         grace_s=900,
     )
@@ -381,7 +382,7 @@ def test_the_reconciler_repairs_schedules_that_stopped_firing_and_catches_up_as_
     assert stale is not None
     plan = plans.plan_for(stale)
     assert plan is not None
-    schedules = deps.schedules()
+    schedules = schedule_engine.deployed()
     assert schedules is not None
     schedules.put(stale, plan)  # the spent at() it fired from
     # a daily cron task disabled in the console: its occurrences 12 and 36 hours ago did not fire

@@ -15,6 +15,7 @@ import pytest
 from skyloop import deps
 from skyloop.harnesses.base import FunctionCall, ModelResult
 from skyloop.models.session import ClientTool
+from skyloop.turns import engine as turn_engine
 from skyloop.turns import lifecycle, model_step, steps
 from skyloop.turns.state import TurnState
 from tests.fakes import RecordingEngine
@@ -721,7 +722,7 @@ def test_when_failturn_itself_fails_the_reconciler_resets_the_session(
     assert aws.store.get_session(session.id).status == "running"  # stranded
     monkeypatch.undo()
     # Then the reconciler ends the turn, and the session takes messages again
-    report = reconcile(aws.store, deps.engine(), grace_s=0)
+    report = reconcile(aws.store, turn_engine.deployed(), grace_s=0)
     assert report.reset == [session.id]
     failed = aws.store.get_session(session.id)
     assert failed.status == "failed"

@@ -8,10 +8,10 @@ import pytest
 
 from skyloop.errors import InvalidInputError
 from skyloop.models.agent import AgentSpec
+from skyloop.models.tools import SecretRef, declared_tools
 from skyloop.sessions import register_agent
 from skyloop.store import MemoryStore
 from skyloop.tools.catalog import lambda_tool
-from skyloop.tools.declared import SecretRef, declared_tools
 
 
 def test_lambda_and_mcp_tools_are_read_and_other_entries_left_alone() -> None:
@@ -83,7 +83,7 @@ def test_outputs_are_cut_to_the_tools_limit_saying_so() -> None:
 
 @pytest.mark.parametrize("runtime", ["lambda", "client"])
 def test_a_tools_parameters_must_be_an_object_schema(runtime: str) -> None:
-    from skyloop.tools.declared import declared_client_tools
+    from skyloop.models.tools import declared_client_tools
 
     tool: dict[str, Any] = {"description": "x", "parameters": {"type": "string"}}
     if runtime == "lambda":

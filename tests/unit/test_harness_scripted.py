@@ -231,14 +231,14 @@ def test_a_valid_script_is_kept_with_the_spec() -> None:
     assert agent.public_dict()["executor"]["script"] == SCRIPT
 
 
-def test_the_module_is_imported_only_by_agents_that_use_it() -> None:
+def test_the_script_schema_is_imported_only_by_agents_that_use_it() -> None:
     code = (
         "import sys\n"
         "from skyloop.models.agent import AgentSpec\n"
         "AgentSpec.model_validate({'name': 'a', 'executor': {'model': 'gpt'}})\n"
-        "assert 'skyloop.harnesses.scripted' not in sys.modules\n"
+        "assert 'skyloop.models.script' not in sys.modules\n"
         "AgentSpec.model_validate({'name': 'a', 'executor': {'harness': 'scripted', 'model': 'm',"
         " 'script': [{'text': 'hi'}]}})\n"
-        "assert 'skyloop.harnesses.scripted' in sys.modules\n"
+        "assert 'skyloop.models.script' in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -8,8 +8,8 @@ import pytest
 
 from skyloop import principals, sessions
 from skyloop.errors import SecretNotAllowedError
+from skyloop.models.tools import declared_tools
 from skyloop.principals import Principal
-from skyloop.tools.declared import declared_tools
 
 PREFIX = "prod-stack/tools"
 ALICE = Principal(name="alice")

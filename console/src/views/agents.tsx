@@ -1,6 +1,6 @@
 import { useCallback, useEffect, useState } from "preact/hooks";
 import { ApiError, api, request } from "../api";
-import { useApp } from "../app";
+import { useApp } from "../context";
 import { errorText, when } from "../format";
 import { navigate, onLinkClick } from "../router";
 import { gzip, tarFile } from "../tar";

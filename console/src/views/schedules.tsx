@@ -1,6 +1,6 @@
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api, request } from "../api";
-import { useApp } from "../app";
+import { useApp } from "../context";
 import { errorText } from "../format";
 import { onLinkClick } from "../router";
 import { describeRule, localZone, runNowError, taskBody, whenIn, type TaskForm } from "../schedules";

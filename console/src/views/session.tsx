@@ -1,6 +1,6 @@
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api, messageEvent, query, request } from "../api";
-import { useApp } from "../app";
+import { useApp } from "../context";
 import { UsageChart } from "../components/UsageChart";
 import { VirtualList } from "../components/VirtualList";
 import { WorkspacePanel } from "../components/WorkspacePanel";

@@ -1,6 +1,6 @@
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { api, query } from "../api";
-import { useApp } from "../app";
+import { useApp } from "../context";
 import { errorText, when } from "../format";
 import { navigate, onLinkClick } from "../router";
 import type { Agent, Page, SessionRow } from "../types";

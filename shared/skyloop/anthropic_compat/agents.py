@@ -1,7 +1,7 @@
 """Claude agents as skyloop agents: one skyloop agent name per Claude agent, its versions skyloop's.
 
 * ``system`` is the prompt, ``model`` the executor's model (a bare model id gets the deployment's
-  default executor, as OpenAI's agents do: :func:`skyloop.openai_compat.agents.default_executor`),
+  default executor, as OpenAI's agents do: :func:`skyloop.agent_versions.default_executor`),
   ``effort`` its reasoning effort; custom tools are ``runtime: client`` tools, the agent toolset
   skyloop's hosted built-ins (:mod:`.toolset`), an MCP toolset with its ``mcp_servers`` entry an MCP
   server (``approval: required`` unless its policy is ``always_allow``).
@@ -252,8 +252,8 @@ def _patched(old: dict[str, str], patch: dict[str, str | None] | None, *, replac
 
 def build_spec(body: AgentBody, *, base: Agent | None) -> AgentSpec:
     """The skyloop spec of a Claude agent body (over ``base``'s, field by field, for updates)."""
+    from skyloop.agent_versions import default_executor
     from skyloop.models.agent import AgentSpec
-    from skyloop.openai_compat.agents import default_executor
 
     _check_unsupported(body)
     sent = body.model_fields_set
@@ -343,7 +343,7 @@ def _policy_of(entry: Any) -> str:
 
 def tools_view(agent: Agent) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``tools`` and ``mcp_servers`` as Claude shows them (Lambda tools have no Claude form: not listed)."""
-    from skyloop.tools.declared import declared_client_tools, declared_tools
+    from skyloop.models.tools import declared_client_tools, declared_tools
 
     meta = meta_of(agent)
     declared = declared_tools(agent.spec.tools)

@@ -34,7 +34,7 @@ from skyloop.store.dynamodb.base import TableBase, error_code
 
 if TYPE_CHECKING:
     from skyloop.anthropic_compat.requests import CloudConfig, EnvironmentBody
-    from skyloop.environments.spec import HostedEnvironment
+    from skyloop.models.environment import HostedEnvironment
 
 KIND = "anthropic_environment"
 UNSUPPORTED_PACKAGES = ("apt", "cargo", "gem", "go")
@@ -152,7 +152,7 @@ def check_cloud(config: dict[str, Any]) -> None:
 
 def hosted(config: dict[str, Any]) -> HostedEnvironment:
     """skyloop's hosted environment for a session opened in a cloud environment."""
-    from skyloop.environments.spec import HostedEnvironment
+    from skyloop.models.environment import HostedEnvironment
 
     packages = config.get("packages") or {}
     setup = [

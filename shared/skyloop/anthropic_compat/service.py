@@ -12,6 +12,7 @@ from skyloop.anthropic_compat import toolset, translate, views
 from skyloop.anthropic_compat.common import page_token, patch_metadata, read_token, slice_rows
 from skyloop.anthropic_compat.errors import UnsupportedFeatureError
 from skyloop.errors import InvalidInputError, NotFoundError
+from skyloop.turns import engine as turn_engine
 from skyloop.turns import lifecycle
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ def get_agent(agent_id: str, version: int | None) -> dict[str, Any]:
 
 
 def update_agent(agent_id: str, body: rq.AgentBody) -> dict[str, Any]:
-    from skyloop.openai_compat.agents import register
+    from skyloop.agent_versions import register
 
     base = ca.resolve(deps.store(), agent_id)
     if ca.is_archived(base):
@@ -167,7 +168,7 @@ def for_environment(store: Store, agent: Agent, env: envs.Environment) -> Agent:
     That is an inline version of its own (not listed here), one per agent version: its name derives
     from the version's id, so every self-hosted session of the version shares it.
     """
-    from skyloop.openai_compat.agents import register
+    from skyloop.agent_versions import register
 
     if env.kind != "self_hosted" or not isinstance(agent.spec.tools, dict):
         return agent
@@ -334,7 +335,7 @@ def archive_session(session_id: str) -> dict[str, Any]:
 def delete_session(session_id: str) -> dict[str, Any]:
     store = deps.store()
     sessions.get_session(store, session_id)
-    lifecycle.delete_session(store, deps.engine(), session_id)
+    lifecycle.delete_session(store, turn_engine.deployed(), session_id)
     return {"id": session_id, "type": "session_deleted"}
 
 
@@ -445,7 +446,7 @@ def post_message(
 
         raise RunnerUnavailableError("No runner bound for session")
     result = lifecycle.start_or_join(
-        store, deps.engine(), agent, session.id, message, [], idempotency_key=key, session=session
+        store, turn_engine.deployed(), agent, session.id, message, [], idempotency_key=key, session=session
     )
     if session.environment_id:
         from skyloop.anthropic_compat import work
@@ -517,7 +518,7 @@ def _send_one(
         }
     if isinstance(event, rq.UserInterrupt):
         rid = session.active_response_id
-        lifecycle.cancel(store, deps.engine(), session.id)
+        lifecycle.cancel(store, turn_engine.deployed(), session.id)
         from skyloop.ids import new_id
 
         return {"id": translate.interrupt_id(rid or new_id()), "type": "user.interrupt", "processed_at": None}
@@ -546,7 +547,7 @@ def _tool_result(
             f"{where}: tool use '{use_id}' is not answered this way: {detail}", param=where
         )
     output = result_text(event, where)
-    lifecycle.answer(store, deps.engine(), session.id, call.call_id, output, session=session)
+    lifecycle.answer(store, turn_engine.deployed(), session.id, call.call_id, output, session=session)
     out: dict[str, Any] = {
         "id": translate.result_id(call.response_id, call.call_id),
         "type": event.type,
@@ -568,7 +569,7 @@ def _confirmation(
     if call.kind == "server" and call.approval:
         lifecycle.approve(
             store,
-            deps.engine(),
+            turn_engine.deployed(),
             session.id,
             translate.APPROVAL_PREFIX + call.call_id,
             "accept" if allowed else "decline",
@@ -576,7 +577,7 @@ def _confirmation(
         )
     elif call.kind == "client":
         confirm_client_call(
-            store, deps.engine(), session, call, allowed=allowed, deny_message=event.deny_message
+            store, turn_engine.deployed(), session, call, allowed=allowed, deny_message=event.deny_message
         )
     else:
         raise InvalidInputError(f"{where}: tool use '{event.tool_use_id}' needs no confirmation", param=where)

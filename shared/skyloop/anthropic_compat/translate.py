@@ -112,7 +112,7 @@ class Context:
 
     @classmethod
     def of(cls, store: Store, session: Session, agent: Agent | None = None) -> Context:
-        from skyloop.tools.declared import declared_tools
+        from skyloop.models.tools import declared_tools
 
         agent = agent or store.get_agent(session.agent_id)
         mcp: dict[str, str] = {}
@@ -139,7 +139,7 @@ class Context:
     @cached_property
     def builtin_clients(self) -> frozenset[str]:
         """The agent toolset's built-ins that this session's client answers (a self-hosted session)."""
-        from skyloop.tools.declared import declared_client_tools
+        from skyloop.models.tools import declared_client_tools
 
         return frozenset(
             t.name for t in declared_client_tools(self.agent.spec.tools) if t.name in toolset.CLIENT_TOOLS
@@ -148,7 +148,7 @@ class Context:
     @cached_property
     def policies(self) -> dict[str, str]:
         """skyloop tool or MCP server name -> a policy that asks (``always_ask`` or ``auto``)."""
-        from skyloop.tools.declared import declared_tools
+        from skyloop.models.tools import declared_tools
 
         meta = meta_of(self.agent)
         saved = (meta.get("toolset") or {}).get("enabled") or {}

@@ -10,9 +10,10 @@ from typing import Annotated, Any, Literal, cast
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from skyloop.api.body import format_validation_error, parse_model
-from skyloop.environments.spec import HostedEnvironment  # noqa: TC001  (pydantic needs it)
 from skyloop.errors import InvalidInputError, PayloadTooLargeError
 from skyloop.models.agent import AgentSpec
+from skyloop.models.environment import HostedEnvironment  # noqa: TC001  (pydantic needs it)
+from skyloop.models.overrides import parse_effort, parse_model_override
 from skyloop.models.session import ClientTool, ItemType
 
 __all__ = ["format_validation_error", "parse_model"]
@@ -27,35 +28,6 @@ _DATA_URL = re.compile(r"^data:(?P<mime>[^;,]+);base64,(?P<data>.*)$", re.DOTALL
 MAX_TOOLS = 128
 # "heartbeat" is skyloop's: the client is still there while a turn waits for it (limits.client_heartbeat_s)
 EVENT_TYPES = ("message", "function_call_output", "approval", "interrupt", "heartbeat")
-
-
-REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
-CLEAR_ALIASES = frozenset({"default", "off", "reset", ""})  # omnigent's "remove the override" spellings
-MODEL_OVERRIDE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,255}$"
-
-
-def parse_effort(value: str | None) -> str | None:
-    """A reasoning effort from omnigent's vocabulary; a clear alias becomes ``""`` (remove)."""
-    if value is None:
-        return None
-    v = value.strip().lower()
-    if v in CLEAR_ALIASES:
-        return ""
-    if v not in REASONING_EFFORTS:
-        raise ValueError(f"reasoning_effort must be one of {list(REASONING_EFFORTS)} or 'default'")
-    return v
-
-
-def parse_model_override(value: str | None) -> str | None:
-    """A model id; a clear alias (``default``/``off``/``reset``) becomes ``""`` (remove)."""
-    if value is None:
-        return None
-    v = value.strip()
-    if v.lower() in CLEAR_ALIASES:
-        return ""
-    if not re.fullmatch(MODEL_OVERRIDE_PATTERN, v):
-        raise ValueError("model_override must be a model id (letters, digits and ._:/@+-, at most 256)")
-    return v
 
 
 MAX_IMPORT_ITEMS = 5_000  # history entries one import may carry

@@ -34,8 +34,8 @@ import shlex
 import time
 from typing import TYPE_CHECKING, Any
 
-from skyloop.environments.paths import WORKSPACE
 from skyloop.environments.port import CommandResult, SandboxError, WorkspaceEntry, WorkspaceFull
+from skyloop.workspace import WORKSPACE
 
 if TYPE_CHECKING:
     from collections.abc import Callable

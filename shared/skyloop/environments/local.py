@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from skyloop.environments import search
-from skyloop.environments.paths import WORKSPACE, PathOutsideWorkspace
 from skyloop.environments.port import CommandResult, SandboxError, WorkspaceEntry, WorkspaceFull
+from skyloop.workspace import WORKSPACE, PathOutsideWorkspace
 
 if TYPE_CHECKING:
     from collections.abc import Callable

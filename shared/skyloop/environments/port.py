@@ -1,7 +1,7 @@
 """What an engine gives the hosted tools: a session's workspace and a place to run commands in it.
 
 Paths crossing this port are relative to the workspace root (``""`` is the
-root), already checked by :mod:`skyloop.environments.paths`. An engine refuses
+root), already checked by :mod:`skyloop.workspace`. An engine refuses
 what would follow a symbolic link out of the workspace (``PathOutsideWorkspace``).
 """
 

@@ -17,8 +17,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skyloop.environments.spec import HostedEnvironment, SecretValue
-from skyloop.tools.declared import environment_of
+from skyloop.models.environment import HostedEnvironment, SecretValue
+from skyloop.models.tools import environment_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -98,7 +98,7 @@ def prepared(
     session: Session, environment: HostedEnvironment, env: dict[str, str], eng: Engine
 ) -> tuple[Sandbox, str | None]:
     """The session's sandbox, its workspace made if this is its first use; and the setup's failure, if any."""
-    from skyloop.environments import paths
+    from skyloop import workspace as paths
 
     sandbox = eng.sandbox(session.id, network=environment.network)
     if eng.is_ready(session.id):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from skyloop.environments import paths
+from skyloop import workspace as paths
 from skyloop.environments.port import CommandResult, SandboxError
 
 if TYPE_CHECKING:

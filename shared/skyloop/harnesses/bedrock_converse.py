@@ -131,7 +131,7 @@ class _Messages:
 
     def flush_calls(self) -> None:
         """The pending calls as one assistant message's toolUse blocks, their results in the next user message."""
-        from skyloop.turns.lifecycle import CANCELLED_OUTPUT
+        from skyloop.models.session import CANCELLED_OUTPUT
 
         if not self.pending:
             return

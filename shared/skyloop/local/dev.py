@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skyloop.local.moto_core import MOTO_CONFIG, REGION  # their home: below both moto processes
+from skyloop.schedules import engine as schedule_engine
+from skyloop.turns import engine as turn_engine
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, MutableMapping
@@ -461,7 +463,7 @@ def _start_reconciler(interval_s: float) -> None:
             time.sleep(interval_s)
             try:
                 with function_identity.acting_as("reconcile_turns"):
-                    reconcile(deps.store(), deps.engine())
+                    reconcile(deps.store(), turn_engine.deployed())
             except Exception:  # keep going; a failed pass is retried at the next interval
                 logging.getLogger("skyloop.local").exception("reconcile pass failed")
 
@@ -475,7 +477,7 @@ def _start_scheduler(function_arn: str, tick_s: float) -> None:
 
     scheduler = LocalScheduler(
         deps.store,
-        deps.schedules,
+        schedule_engine.deployed,
         lambda_invoker(deps.client("lambda"), function_arn),
         grace_s=deps.get_settings().schedule_missed_grace_s,
     )

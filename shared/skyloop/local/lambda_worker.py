@@ -88,7 +88,7 @@ def _preload_lazy_imports() -> None:
     for module in (
         "aws_lambda_powertools.utilities.parameters",  # the model key's read
         "skyloop.outbound",
-        "skyloop.tools.declared",
+        "skyloop.models.tools",
     ):
         importlib.import_module(module)
 

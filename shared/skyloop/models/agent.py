@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from skyloop.environments.spec import HostedEnvironment  # noqa: TC001  (pydantic needs it at runtime)
+from skyloop.models.environment import HostedEnvironment  # noqa: TC001  (pydantic needs it at runtime)
 from skyloop.pricing import ModelPrice  # noqa: TC001  (pydantic needs it at runtime)
 
 SUPPORTED_HARNESSES = ("openai-agents", "chat-completions", "bedrock-converse", "scripted")
@@ -65,7 +65,7 @@ class AgentExecutor(BaseModel):
     def _valid_script(self) -> AgentExecutor:
         """A ``scripted`` executor's ``script`` is checked here, at registration (a 400, not a failed turn)."""
         if self.harness == "scripted":
-            from skyloop.harnesses.scripted import validate_script  # only agents that use it import it
+            from skyloop.models.script import validate_script  # only agents that use it import it
 
             validate_script((self.model_extra or {}).get("script"))
         return self
@@ -153,7 +153,7 @@ class Agent(BaseModel):
 
     def to_api(self) -> dict[str, Any]:
         """``tools`` is omnigent's list (each with ``runtime``); ``tool_spec`` the spec's own form."""
-        from skyloop.tools.declared import tool_entries
+        from skyloop.models.tools import tool_entries
 
         spec = self.spec
         return {

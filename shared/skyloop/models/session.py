@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from skyloop.environments.spec import HostedEnvironment  # noqa: TC001  (pydantic needs it at runtime)
+from skyloop.models.environment import HostedEnvironment  # noqa: TC001  (pydantic needs it at runtime)
 
 SessionStatus = Literal["idle", "running", "failed"]
 ItemType = Literal["message", "function_call", "function_call_output"]
@@ -52,6 +52,10 @@ class Session(BaseModel):
     # The hosted environment of this session, when it overrides its agent's (skyloop.environments)
     environment: HostedEnvironment | None = None
     environment_id: str | None = None  # the Claude Managed Agents environment it was opened in
+
+
+# The output a call gets when its turn was interrupted: harnesses show it to the model as an error.
+CANCELLED_OUTPUT = "[Cancelled — tool execution was interrupted.]"
 
 
 class ConversationItem(BaseModel):

@@ -17,60 +17,27 @@
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from skyloop.errors import InternalError, InvalidInputError, NotFoundError
+from skyloop.agent_versions import (
+    DEFAULT_EXECUTOR_ENV,
+    default_executor,
+    openai_id,
+    openai_meta,
+    register,
+    resolve,
+)
+from skyloop.errors import InvalidInputError
 from skyloop.ids import new_id
+
+__all__ = ["DEFAULT_EXECUTOR_ENV", "default_executor", "openai_id", "openai_meta", "register", "resolve"]
 
 if TYPE_CHECKING:
     from skyloop.models.agent import Agent, AgentSpec
     from skyloop.openai_compat.requests import AgentConfig, McpTool
-    from skyloop.store import Store
 
-DEFAULT_EXECUTOR_ENV = "SKYLOOP_DEFAULT_EXECUTOR"
 NAME_PREFIX = "openai-"  # skyloop names of agents made here: one name per OpenAI agent (its versions)
-
-
-def openai_meta(agent: Agent) -> dict[str, Any]:
-    extra = agent.spec.model_extra or {}
-    meta = extra.get("openai")
-    return meta if isinstance(meta, dict) else {}
-
-
-def openai_id(agent: Agent) -> str:
-    """The id the OpenAI API shows: the first version's for agents made or updated here, else its own."""
-    return str(openai_meta(agent).get("id") or agent.id)
-
-
-def resolve(store: Store, agent_id: str) -> Agent:
-    """The agent an OpenAI id names: its newest version (404 if unknown or another principal's)."""
-    from skyloop import sessions
-
-    agent = sessions.get_agent(store, agent_id)
-    newest = store.find_agent_by_name(agent.name, owner=agent.owner)
-    if newest is not None and newest.id != agent.id and openai_id(newest) == agent_id:
-        return newest
-    if openai_meta(agent).get("id") not in (None, agent_id):
-        raise NotFoundError(f"Agent not found: '{agent_id}'")  # an old version's own id
-    return agent
-
-
-def default_executor(model: str) -> dict[str, Any]:
-    """The executor a bare model name gets (see the module docstring)."""
-    raw = os.environ.get(DEFAULT_EXECUTOR_ENV, "").strip()
-    base: dict[str, Any] = {"harness": "openai-agents"}
-    if raw:
-        try:
-            parsed = json.loads(raw)
-        except ValueError:
-            raise InternalError(f"{DEFAULT_EXECUTOR_ENV} is not JSON") from None
-        if not isinstance(parsed, dict) or (parsed.get("auth") or {}).get("api_key"):
-            raise InternalError(f"{DEFAULT_EXECUTOR_ENV} must be a JSON executor without an api_key")
-        base = parsed
-    return {**base, "model": base.get("model") or model}
 
 
 def _mcp_entry(tool: McpTool) -> dict[str, Any]:
@@ -143,19 +110,8 @@ def build_spec(config: AgentConfig, *, base: Agent | None, first_id: str | None,
     return AgentSpec.model_validate(spec)
 
 
-def register(spec: AgentSpec, *, keep_key_of: Agent | None = None) -> Agent:
-    """Register a version; a new version of an agent with a stored model key keeps using that key."""
-    from skyloop import deps, sessions
-
-    agent = sessions.register(spec)
-    if keep_key_of is not None and keep_key_of.api_key_secret and agent.api_key_secret is None:
-        agent = agent.model_copy(update={"api_key_secret": keep_key_of.api_key_secret})
-        deps.store().put_agent(agent)
-    return agent
-
-
 def function_tools(spec_tools: Any) -> list[dict[str, Any]]:
-    from skyloop.tools.declared import declared_client_tools
+    from skyloop.models.tools import declared_client_tools
 
     return [
         {
@@ -170,7 +126,7 @@ def function_tools(spec_tools: Any) -> list[dict[str, Any]]:
 
 
 def mcp_tools(spec_tools: Any, *, persisted: bool) -> list[dict[str, Any]]:
-    from skyloop.tools.declared import declared_tools
+    from skyloop.models.tools import declared_tools
 
     out = []
     for label, server in declared_tools(spec_tools).mcp.items():

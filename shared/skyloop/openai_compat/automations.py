@@ -30,7 +30,9 @@ from skyloop.models.schedule import ScheduledTask
 from skyloop.openai_compat import agents as oa_agents
 from skyloop.openai_compat import unsupported
 from skyloop.schedules import cron, plans, rules, runs, targets
+from skyloop.schedules import engine as schedule_engine
 from skyloop.schedules import service as tasks
+from skyloop.turns import engine as turn_engine
 
 if TYPE_CHECKING:
     from skyloop.models.agent import Agent, AgentSpec
@@ -197,7 +199,7 @@ def create(body: AutomationCreate) -> dict[str, Any]:
         },
     )
     task = task.model_copy(update={"schedule_expression": plans.describe(task)})
-    tasks.put_schedule(deps.schedules(), task)
+    tasks.put_schedule(schedule_engine.deployed(), task)
     store.create_scheduled_task(task)
     return view(store, task)
 
@@ -304,7 +306,7 @@ def update(automation_id: str, body: AutomationUpdate) -> dict[str, Any]:
     if not store.replace_scheduled_task(updated, revision=task.revision):
         raise ConflictError("the automation changed meanwhile; read it and try again")
     updated = updated.model_copy(update={"revision": task.revision + 1})
-    tasks.put_schedule(deps.schedules(), updated)
+    tasks.put_schedule(schedule_engine.deployed(), updated)
     return view(store, updated)
 
 
@@ -316,7 +318,7 @@ def set_state(automation_id: str, state: str) -> dict[str, Any]:
     task = get(store, automation_id)
     if task.state != state:
         body = UpdateScheduledTaskRequest.model_validate({"state": state})
-        task = tasks.update(store, deps.schedules(), task, body)
+        task = tasks.update(store, schedule_engine.deployed(), task, body)
     if state == "active" and (task.automation or {}).get("pause_reason"):
         cleared = task.model_copy(update={"automation": {**(task.automation or {}), "pause_reason": None}})
         if store.replace_scheduled_task(cleared, revision=task.revision):
@@ -327,7 +329,7 @@ def set_state(automation_id: str, state: str) -> dict[str, Any]:
 def delete(automation_id: str) -> dict[str, Any]:
     store = deps.store()
     task = get(store, automation_id)
-    tasks.delete(store, deps.schedules(), task)
+    tasks.delete(store, schedule_engine.deployed(), task)
     return {"id": task.id, "object": "agent.automation.deleted", "deleted": True}
 
 
@@ -352,7 +354,7 @@ def invoke(automation_id: str) -> dict[str, Any]:
     now = int(time.time())
     run = runs.start_run(
         store,
-        deps.engine(),
+        turn_engine.deployed(),
         task,
         scheduled_at=now,
         trigger="manual",

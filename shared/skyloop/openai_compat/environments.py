@@ -25,14 +25,14 @@ from skyloop.errors import InvalidInputError
 from skyloop.openai_compat.errors import UnsupportedFeatureError
 
 if TYPE_CHECKING:
-    from skyloop.environments.spec import HostedEnvironment
     from skyloop.models.agent import Agent
+    from skyloop.models.environment import HostedEnvironment
     from skyloop.openai_compat.requests import Environment
 
 
 def hosted_environment(environment: Environment) -> HostedEnvironment:
-    from skyloop.environments import paths
-    from skyloop.environments.spec import HostedEnvironment
+    from skyloop import workspace as paths
+    from skyloop.models.environment import HostedEnvironment
 
     extra: dict[str, Any] = environment.model_extra or {}
     network = extra.get("network") or {}
@@ -93,10 +93,10 @@ def hosted_environment(environment: Environment) -> HostedEnvironment:
 
 def with_hosted_tools(agent: Agent) -> Agent:
     """The agent, or an inline version of it that also has the hosted built-ins it lacks."""
-    from skyloop.environments.spec import HOSTED_TOOLS
     from skyloop.ids import new_id
+    from skyloop.models.environment import HOSTED_TOOLS
+    from skyloop.models.tools import declared_tools
     from skyloop.openai_compat import agents as oa_agents
-    from skyloop.tools.declared import declared_tools
 
     tools = agent.spec.tools if isinstance(agent.spec.tools, dict) else {}
     missing = [name for name in HOSTED_TOOLS if name not in tools]

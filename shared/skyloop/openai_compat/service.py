@@ -8,6 +8,7 @@ from skyloop import deps, pricing, principals, sessions
 from skyloop.errors import InvalidInputError, NotFoundError
 from skyloop.openai_compat import agents as oa_agents
 from skyloop.openai_compat import unsupported, views
+from skyloop.turns import engine as turn_engine
 from skyloop.turns import lifecycle
 
 if TYPE_CHECKING:
@@ -126,7 +127,7 @@ def post_messages(
     for n, message in enumerate(messages):
         lifecycle.start_or_join(
             store,
-            deps.engine(),
+            turn_engine.deployed(),
             agent,
             session.id,
             message,
@@ -243,7 +244,7 @@ def update_session(session_id: str, body: SessionUpdate) -> dict[str, Any]:
 def delete_session(session_id: str) -> dict[str, Any]:
     store = deps.store()
     sessions.get_session(store, session_id)
-    lifecycle.delete_session(store, deps.engine(), session_id)
+    lifecycle.delete_session(store, turn_engine.deployed(), session_id)
     return {"id": session_id, "object": "agent.session.deleted", "deleted": True}
 
 
@@ -289,7 +290,7 @@ def post_events(session_id: str, body: EventsCreate, idempotency_key: str | None
     from skyloop.openai_compat import requests as rq
 
     store, session, agent = load(session_id)
-    engine = deps.engine()
+    engine = turn_engine.deployed()
     for n, event in enumerate(body.events):
         key = (idempotency_key if n == 0 else f"{idempotency_key}.{n}") if idempotency_key else None
         if isinstance(event, rq.MessageInput):

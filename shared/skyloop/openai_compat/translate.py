@@ -62,7 +62,7 @@ class Context:
     @property
     def hosted_bash(self) -> bool:
         """Whether the session's Bash calls run in its hosted environment (``command_execution`` items)."""
-        from skyloop.tools.declared import declared_tools, environment_of
+        from skyloop.models.tools import declared_tools, environment_of
 
         if environment_of(self.agent.spec, self.session.environment) is None:
             return False

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from skyloop import deps
+
 if TYPE_CHECKING:
     from skyloop.models.schedule import ScheduledTask
 
@@ -198,3 +200,24 @@ def _json(text: Any) -> Any:
 
 def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+@deps.per_container
+def deployed(target_arn: str | None = None) -> EventBridgeSchedules | None:
+    """The port to EventBridge Scheduler (one schedule per task), or None where no group is configured.
+
+    ``target_arn`` is the run function's: the API has it in its environment,
+    the run function itself passes its own (its environment cannot name it).
+    """
+    settings = deps.get_settings()
+    if not settings.schedule_group or not settings.schedule_role_arn:
+        return None
+    return EventBridgeSchedules(
+        deps.client("scheduler"),
+        group=settings.schedule_group,
+        role_arn=settings.schedule_role_arn,
+        target_arn=target_arn or settings.schedule_target_arn,
+        dead_letter_arn=settings.schedule_dlq_arn,
+        retries=settings.schedule_retries,
+        max_event_age_s=settings.schedule_max_event_age_s,
+    )

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from skyloop.errors import InvalidInputError
+from skyloop.models.overrides import parse_effort, parse_model_override
 
 MAX_NAME_CHARS = 200
 MAX_PROMPT_CHARS = 100_000  # a message's text block (api.requests.MAX_TEXT_CHARS)
@@ -58,15 +59,11 @@ class _Common(BaseModel):
     @field_validator("reasoning_effort", check_fields=False)
     @classmethod
     def _effort(cls, value: str | None) -> str | None:
-        from skyloop.api.requests import parse_effort  # (skyloop.api imports these routes' models)
-
         return parse_effort(value)
 
     @field_validator("model_override", check_fields=False)
     @classmethod
     def _model(cls, value: str | None) -> str | None:
-        from skyloop.api.requests import parse_model_override
-
         return parse_model_override(value)
 
     @field_validator("host_id", check_fields=False)

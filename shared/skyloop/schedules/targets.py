@@ -82,11 +82,11 @@ def agent_for(store: Store, task: ScheduledTask) -> Agent:
         raise TargetGone("agent_not_found", f"agent {agent_id} no longer exists") from None
     saved = (task.target or {}).get("agent_id")
     if session_id is None and saved:  # an OpenAI agent: its newest version (an update is a new version)
-        from skyloop.openai_compat import agents as oa_agents
+        from skyloop import agent_versions
 
         with principals.acting_as(principals.Principal(name=task.owner, via="system")):
             try:
-                agent = oa_agents.resolve(store, str(saved))
+                agent = agent_versions.resolve(store, str(saved))
             except NotFoundError:
                 raise TargetGone("agent_not_found", f"agent {saved} no longer exists") from None
     return agent

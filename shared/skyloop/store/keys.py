@@ -78,6 +78,8 @@ items expire; so do the ``WORKER#`` sightings the queue's stats count.
 
 from __future__ import annotations
 
+from skyloop.ids import DEFAULT_OWNER as DEFAULT_OWNER  # the keys fill it in; principals need it too
+
 PK = "pk"
 SK = "sk"
 TTL_ATTRIBUTE = "expires_at"
@@ -104,7 +106,6 @@ RUNNING_SHARDS = "0123456789abcdef"  # running sessions spread over 16 index par
 SEQ_WIDTH = 12
 MAX_SEQ = 10**SEQ_WIDTH - 1
 META = "META"
-DEFAULT_OWNER = "local"
 EVENT_PREFIX = "EVENT#"  # the stream's event-source filter passes only these rows to the fan-out
 SESSION_PREFIX = "SESSION#"
 LIVE_PREFIX = "LIVE#"

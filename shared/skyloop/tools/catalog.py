@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from skyloop.models.session import ClientTool
-from skyloop.tools.declared import TOOL_NAME, DeclaredTools, LambdaTool, McpServer, SecretRef, declared_tools
+from skyloop.models.tools import TOOL_NAME, DeclaredTools, LambdaTool, McpServer, SecretRef, declared_tools
 
 if TYPE_CHECKING:
-    from skyloop.environments.spec import HostedTool
+    from skyloop.models.environment import HostedTool
 
 if TYPE_CHECKING:
     from skyloop.models.agent import Agent

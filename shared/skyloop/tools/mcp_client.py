@@ -13,7 +13,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from skyloop.tools.declared import McpServer
+    from skyloop.models.tools import McpServer
 
 
 class McpError(Exception):

@@ -10,6 +10,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
+from skyloop import deps
 from skyloop.errors import ConflictError, RunnerUnavailableError
 
 if TYPE_CHECKING:
@@ -132,3 +133,9 @@ class StepFunctionsEngine:
             if _code(exc) == "ExecutionDoesNotExist":
                 return None
             raise
+
+
+@deps.per_container
+def deployed() -> StepFunctionsEngine:
+    """The port to this deployment's turn state machine."""
+    return StepFunctionsEngine(deps.client("stepfunctions"), deps.get_settings().state_machine_arn)

@@ -27,7 +27,7 @@ from skyloop.errors import (
     RunnerUnavailableError,
 )
 from skyloop.ids import derived_id, new_id, new_response_id, new_turn_group_id
-from skyloop.models.session import Turn
+from skyloop.models.session import CANCELLED_OUTPUT, Turn
 from skyloop.store import (
     Append,
     ApprovalResolution,
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
     from skyloop.turns.engine import TurnEngine
 
 ATTEMPTS = 5  # fresh reads before a racing API transition gives up with 409
-CANCELLED_OUTPUT = "[Cancelled — tool execution was interrupted.]"
 DENIED_OUTPUT = "[Denied — the user did not approve running this tool.]"
 APPROVAL_PREFIX = "approve_"  # an approval's elicitation id is this plus the call's id
 INTERRUPT_MARKER = (
@@ -185,7 +184,7 @@ def start_or_join(
     answer gets the first answer back and starts nothing twice. The agent's own
     ``runtime: client`` tools are offered on every turn it starts, the message's winning a clash.
     """
-    from skyloop.tools.declared import declared_client_tools, merge_client_tools
+    from skyloop.models.tools import declared_client_tools, merge_client_tools
 
     tools = merge_client_tools(declared_client_tools(agent.spec.tools), tools)
     check_tool_names(store, agent, tools)
@@ -671,7 +670,7 @@ def check_tool_names(store: Store, agent: Agent, tools: list[ClientTool] | None)
     """A message's tools may not take the name of one of the agent's server tools (400 before anything is written)."""
     if not tools or not isinstance(agent.spec.tools, dict):
         return
-    from skyloop.tools.declared import declared_tools
+    from skyloop.models.tools import declared_tools
 
     declared = declared_tools(agent.spec.tools)
     taken = set(declared.lambdas) | set(declared.hosted)
@@ -782,7 +781,7 @@ def _workspace_cleanup(store: Store, session: Session) -> Callable[[], None] | N
     """What removes the session's hosted workspace once the session is gone (read before it goes:
     the cloud engine's record of its interpreter session lives under the session)."""
     from skyloop.environments import service
-    from skyloop.tools.declared import environment_of
+    from skyloop.models.tools import environment_of
 
     try:
         agent = store.get_agent(session.agent_id)

@@ -193,7 +193,7 @@ def keep_workspace(store: Store, session_id: str, agent: Agent) -> None:
     """The end of a turn: a cloud workspace that changed is snapshotted (the local engine's is on disk)."""
     from skyloop import deps
     from skyloop.environments import service
-    from skyloop.tools.declared import environment_of
+    from skyloop.models.tools import environment_of
 
     settings = deps.get_settings()
     if settings.hosted_engine != "agentcore":

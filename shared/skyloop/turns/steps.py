@@ -204,7 +204,7 @@ def _call_model_once(
 
 def server_tools(store: Store, agent: Agent, secrets: SecretStore | None) -> Catalog | None:
     """The agent's server tools (None when it declares none: no import, no listing)."""
-    from skyloop.tools.declared import declared_tools
+    from skyloop.models.tools import declared_tools
 
     if declared_tools(agent.spec.tools).empty:
         return None

@@ -11,6 +11,7 @@ from skyloop.api import openapi
 from skyloop.api.requests import SessionEventRequest
 from skyloop.api.routes._common import json_response, request
 from skyloop.errors import RunnerUnavailableError
+from skyloop.turns import engine as turn_engine
 from skyloop.turns import lifecycle
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ def post_event(session_id: str) -> Response:
     session = sessions.get_session(store, session_id)
     req = request(router)
     event, _ = req.model(SessionEventRequest, what="event")
-    engine = deps.engine()
+    engine = turn_engine.deployed()
     if event.type == "message":
         data = event.message()
         if not deps.runners().is_online(session.runner_id):

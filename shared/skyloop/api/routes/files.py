@@ -137,7 +137,8 @@ WORKSPACE = "/v1/sessions/<session_id>/workspace"
     query=WorkspaceListQuery,
 )
 def list_workspace(session_id: str) -> Response:
-    from skyloop.environments import paths, service
+    from skyloop import workspace as paths
+    from skyloop.environments import service
 
     store = deps.store()
     session = sessions.get_session(store, session_id)
@@ -180,7 +181,8 @@ def list_workspace(session_id: str) -> Response:
     binary=True,
 )
 def download_workspace_file(session_id: str) -> Response:
-    from skyloop.environments import paths, service
+    from skyloop import workspace as paths
+    from skyloop.environments import service
 
     store = deps.store()
     session = sessions.get_session(store, session_id)  # another principal's is 404, whatever it asked

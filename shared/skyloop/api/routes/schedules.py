@@ -15,6 +15,7 @@ from skyloop import deps, principals
 from skyloop.api import openapi
 from skyloop.api.body import query
 from skyloop.api.routes._common import current_event, json_response, request
+from skyloop.schedules import engine as schedule_engine
 from skyloop.schedules.requests import (
     CreateScheduledTaskRequest,
     OccurrencesQuery,
@@ -23,6 +24,7 @@ from skyloop.schedules.requests import (
     UpdateScheduledTaskRequest,
     parse,
 )
+from skyloop.turns import engine as turn_engine
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler import Response
@@ -48,7 +50,7 @@ def create_scheduled_task() -> Response:
     service = _service()
     store = deps.store()
     body = parse(CreateScheduledTaskRequest, request(router).json_object(), what="scheduled task")
-    task = service.create(store, deps.schedules(), body, deps.get_settings())
+    task = service.create(store, schedule_engine.deployed(), body, deps.get_settings())
     return json_response(200, service.task_view(store, task))
 
 
@@ -86,7 +88,9 @@ def update_scheduled_task(task_id: str) -> Response:
     store = deps.store()
     body = parse(UpdateScheduledTaskRequest, request(router).json_object(), what="scheduled task update")
     task = service.get_task(store, task_id)
-    return json_response(200, service.task_view(store, service.update(store, deps.schedules(), task, body)))
+    return json_response(
+        200, service.task_view(store, service.update(store, schedule_engine.deployed(), task, body))
+    )
 
 
 @openapi.operation(
@@ -99,7 +103,7 @@ def delete_scheduled_task(task_id: str) -> Response:
     service = _service()
     store = deps.store()
     task = service.get_task(store, task_id)
-    return json_response(200, service.delete(store, deps.schedules(), task))
+    return json_response(200, service.delete(store, schedule_engine.deployed(), task))
 
 
 @openapi.operation(
@@ -113,7 +117,7 @@ def run_scheduled_task_now(task_id: str) -> Response:
     service = _service()
     store = deps.store()
     task = service.get_task(store, task_id)
-    run = service.run_now(store, deps.engine(), task, deps.get_settings())
+    run = service.run_now(store, turn_engine.deployed(), task, deps.get_settings())
     return json_response(
         202,
         {

@@ -27,6 +27,7 @@ from skyloop.api.routes._common import current_event, json_response, page, reque
 from skyloop.errors import InvalidInputError, UnsupportedMediaTypeError
 from skyloop.ids import new_id
 from skyloop.models.session import ConversationItem
+from skyloop.turns import engine as turn_engine
 from skyloop.turns import lifecycle
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ def create_session() -> Response:
     for event in initial:
         lifecycle.start_or_join(
             store,
-            deps.engine(),
+            turn_engine.deployed(),
             agent,
             session.id,
             event.message().model_dump(mode="json"),
@@ -207,7 +208,7 @@ def update_session(session_id: str) -> Response:
 def delete_session(session_id: str) -> Response:
     store = deps.store()
     sessions.get_session(store, session_id)
-    return json_response(200, lifecycle.delete_session(store, deps.engine(), session_id))
+    return json_response(200, lifecycle.delete_session(store, turn_engine.deployed(), session_id))
 
 
 @openapi.operation(

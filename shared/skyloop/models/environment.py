@@ -57,7 +57,7 @@ class EnvironmentFile(BaseModel):
     @field_validator("path")
     @classmethod
     def _inside(cls, value: str) -> str:
-        from skyloop.environments.paths import PathOutsideWorkspace, relative
+        from skyloop.workspace import PathOutsideWorkspace, relative
 
         try:
             relative(value)

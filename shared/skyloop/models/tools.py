@@ -19,7 +19,7 @@ In the spec's ``tools`` map (omnigent's form: tool name -> definition)::
         timeout_s: 60
         approval: never
       Bash: {type: hosted}             # a built-in run in the session's hosted environment
-                                       # (skyloop.environments.spec: Bash, Read, Write, Edit, Glob, Grep)
+                                       # (skyloop.models.environment: Bash, Read, Write, Edit, Glob, Grep)
 
 Entries marked ``runtime: client`` (omnigent's client tools, ``type: function``)
 are not server tools: :func:`declared_client_tools` reads them, and every turn
@@ -36,8 +36,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from skyloop.environments.spec import HOSTED_TOOLS, HostedEnvironment, HostedTool
 from skyloop.errors import InvalidInputError
+from skyloop.models.environment import HOSTED_TOOLS, HostedEnvironment, HostedTool
 from skyloop.models.session import ClientTool
 
 SERVER_TOOL_TYPES = ("lambda", "mcp", "hosted")
