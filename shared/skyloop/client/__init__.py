@@ -14,8 +14,14 @@ and answers it typed (``SessionActionRequired``, ``SessionIdle``...).
 
 from __future__ import annotations
 
-from skyloop.client._async_client import AsyncClient
-from skyloop.client._client import Client
+from skyloop.client._async import (
+    AsyncClient,
+    AsyncEventStream,
+    AsyncLiveEventStream,
+    AsyncRawResponses,
+    AsyncSession,
+    AsyncTurn,
+)
 from skyloop.client._config import DEFAULT_URL
 from skyloop.client._errors import (
     APIConnectionError,
@@ -44,7 +50,7 @@ from skyloop.client._hooks import (
     ToolEndHook,
     ToolStartHook,
 )
-from skyloop.client._live import AsyncLiveEventStream, LiveCursor, LiveEventStream
+from skyloop.client._live import LiveCursor
 from skyloop.client._models import (
     Agent,
     AgentPage,
@@ -96,15 +102,12 @@ from skyloop.client._models import (
     is_terminal,
     parse_event,
 )
-from skyloop.client._raw import AsyncRawResponses, RawResponses
 from skyloop.client._retry import ReconnectPolicy
-from skyloop.client._session import AsyncSession, Session
 from skyloop.client._sse import ServerSentEvent, SSEDecoder
-from skyloop.client._stream import AsyncEventStream, EventStream
+from skyloop.client._sync import Client, EventStream, LiveEventStream, RawResponses, Session, Turn
 from skyloop.client._tools import Tool, ToolBox, tool
 from skyloop.client._tracker import TurnResult
 from skyloop.client._transport import RawResponse
-from skyloop.client._turn import AsyncTurn, Turn
 from skyloop.client._webhooks import WebhookVerificationError, verify_webhook
 from skyloop.lifecycle_events.models import (
     ActionCall,

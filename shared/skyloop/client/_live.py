@@ -10,12 +10,13 @@ missing events from the log. It also keeps the connection alive (a ``ping``
 every :data:`PING_INTERVAL_S`: API Gateway closes a connection idle for ten
 minutes) and notices a dead one (no ``pong`` in :data:`PONG_TIMEOUT_S`).
 
-:class:`LiveEventStream` and :class:`AsyncLiveEventStream` only move frames:
+:class:`~skyloop.client.AsyncLiveEventStream` (``_async/_live.py``, and its
+generated sync twin :class:`~skyloop.client.LiveEventStream`) only moves frames:
 connect (``websockets``), authenticate with a frame (the token never goes in
 the URL), subscribe after the cursor, read, and reconnect with the cursor
 when API Gateway ends the connection (it does after two hours) or the
 network drops, under the client's :class:`~skyloop.client.ReconnectPolicy`.
-The first item either yields is a ``session.heartbeat``, once the server
+The first item it yields is a ``session.heartbeat``, once the server
 confirmed the subscription: from then on nothing the session appends can be
 missed, exactly as with the SSE stream's first frame. An event too large for
 a WebSocket message is fetched over the SSE stream.
@@ -30,17 +31,11 @@ from typing import TYPE_CHECKING, Any
 
 from skyloop.client._errors import StreamDisconnectedError, error_from_code
 from skyloop.client._models import parse_event
-from skyloop.client._requests import get_session
-from skyloop.client._retry import apause, pause
 
 if TYPE_CHECKING:
-    from types import TracebackType
-
-    from skyloop.client._async_client import AsyncClient
-    from skyloop.client._client import Client
     from skyloop.client._retry import ReconnectPolicy
 
-__all__ = ["AsyncLiveEventStream", "LiveCursor", "LiveEventStream"]
+__all__ = ["LiveCursor", "close_code"]
 
 PING_INTERVAL_S = 240.0  # well under API Gateway's 10-minute idle timeout
 PONG_TIMEOUT_S = 30.0
@@ -196,251 +191,7 @@ class LiveCursor:
         return max(0.05, min(waits))
 
 
-def _close_code(exc: BaseException) -> int | None:
+def close_code(exc: BaseException) -> int | None:
+    """The close code the server sent with a lost connection, if it sent one."""
     received = getattr(exc, "rcvd", None)
     return getattr(received, "code", None)
-
-
-# ------------------------------------------------------------------------------- sync
-class LiveEventStream:
-    """Typed events of one session over the live channel; iterate it, close it (or use ``with``).
-
-    Made by :meth:`Client.watch` when the server advertises a live channel.
-    """
-
-    def __init__(
-        self, client: Client, url: str, session_id: str, *, after: int | None, token: str | None
-    ) -> None:
-        self.session_id = session_id
-        self._client = client
-        self._url = url
-        self._after = after
-        self._token = token
-        self._cursor: LiveCursor | None = None
-        self._ws: Any = None
-        self._closed = False
-
-    @property
-    def last_event_id(self) -> int | None:
-        """The cursor to resume from later: every event up to it was delivered."""
-        return self._cursor.last_event_id if self._cursor else self._after
-
-    @property
-    def reconnects(self) -> int:
-        """How many times the watch resumed transparently."""
-        return self._cursor.reconnects if self._cursor else 0
-
-    def __enter__(self) -> LiveEventStream:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    def __iter__(self) -> LiveEventStream:
-        return self
-
-    def __next__(self) -> Any:
-        from websockets.exceptions import ConnectionClosed
-
-        while True:
-            cursor = self._cursor
-            if cursor is not None and cursor.ready():
-                return cursor.queue.popleft()
-            if self._closed:
-                raise StopIteration
-            if cursor is None or self._ws is None:
-                self._connect()
-                continue
-            try:
-                self._send(cursor.due())
-                text = self._ws.recv(timeout=cursor.wait_s())
-            except TimeoutError:
-                continue
-            except (ConnectionClosed, OSError, _Dead) as exc:
-                self._lost(exc)
-                continue
-            self._send(cursor.received(text))
-            self._fetch_too_large(cursor)
-
-    def next_event(self) -> Any:
-        """The next event (blocks until one arrives)."""
-        return next(self)
-
-    def close(self) -> None:
-        """Stop watching and close the connection; iteration then ends."""
-        self._closed = True
-        self._drop()
-
-    def _connect(self) -> None:
-        from websockets.exceptions import InvalidHandshake
-        from websockets.sync.client import connect
-
-        if self._cursor is None:
-            after = self._after
-            if after is None:  # "from now" is the snapshot's cursor, as for the SSE stream
-                after = self._client._transport.send(get_session(self.session_id)).last_event_id
-            self._cursor = LiveCursor(
-                self.session_id, after, token=self._token, policy=self._client.reconnect
-            )
-        cursor = self._cursor
-        delay = 0.0
-        while self._ws is None and not self._closed:
-            pause(cursor.policy, delay)
-            try:
-                # entered as a context manager (what websockets 16+ asks for); close() ends it
-                self._ws = connect(
-                    self._url, open_timeout=OPEN_TIMEOUT_S, ping_interval=None, max_size=MAX_MESSAGE_BYTES
-                ).__enter__()
-            except (OSError, InvalidHandshake, TimeoutError) as exc:
-                delay = cursor.closed(exc)
-                continue
-            self._send(cursor.opened())
-
-    def _send(self, frames: list[str]) -> None:
-        for frame in frames:
-            self._ws.send(frame)
-            assert self._cursor is not None
-            self._cursor.sent()
-
-    def _lost(self, exc: BaseException) -> None:
-        self._drop()
-        assert self._cursor is not None
-        pause(self._cursor.policy, self._cursor.closed(exc, _close_code(exc)))
-
-    def _drop(self) -> None:
-        ws, self._ws = self._ws, None
-        if ws is not None:
-            ws.close()
-
-    def _fetch_too_large(self, cursor: LiveCursor) -> None:
-        while cursor.too_large:
-            seq = cursor.too_large.pop(0)
-            with self._client.stream(self.session_id, after=seq - 1) as events:
-                for event in events:
-                    if getattr(event, "event_id", None) == seq:
-                        cursor.offer(seq, event)
-                        break
-
-
-# ------------------------------------------------------------------------------ async
-class AsyncLiveEventStream:
-    """The async twin of :class:`LiveEventStream`; made by :meth:`AsyncClient.watch`."""
-
-    def __init__(
-        self, client: AsyncClient, url: str, session_id: str, *, after: int | None, token: str | None
-    ) -> None:
-        self.session_id = session_id
-        self._client = client
-        self._url = url
-        self._after = after
-        self._token = token
-        self._cursor: LiveCursor | None = None
-        self._ws: Any = None
-        self._closed = False
-
-    @property
-    def last_event_id(self) -> int | None:
-        """The cursor to resume from later: every event up to it was delivered."""
-        return self._cursor.last_event_id if self._cursor else self._after
-
-    @property
-    def reconnects(self) -> int:
-        """How many times the watch resumed transparently."""
-        return self._cursor.reconnects if self._cursor else 0
-
-    async def __aenter__(self) -> AsyncLiveEventStream:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
-    def __aiter__(self) -> AsyncLiveEventStream:
-        return self
-
-    async def __anext__(self) -> Any:
-        import asyncio
-
-        from websockets.exceptions import ConnectionClosed
-
-        while True:
-            cursor = self._cursor
-            if cursor is not None and cursor.ready():
-                return cursor.queue.popleft()
-            if self._closed:
-                raise StopAsyncIteration
-            if cursor is None or self._ws is None:
-                await self._connect()
-                continue
-            try:
-                await self._send(cursor.due())
-                async with asyncio.timeout(cursor.wait_s()):
-                    text = await self._ws.recv()
-            except TimeoutError:
-                continue
-            except (ConnectionClosed, OSError, _Dead) as exc:
-                await self._lost(exc)
-                continue
-            await self._send(cursor.received(text))
-            await self._fetch_too_large(cursor)
-
-    async def next_event(self) -> Any:
-        """The next event (waits until one arrives)."""
-        return await self.__anext__()
-
-    async def aclose(self) -> None:
-        """Stop watching and close the connection; iteration then ends."""
-        self._closed = True
-        await self._drop()
-
-    async def _connect(self) -> None:
-        from websockets.asyncio.client import connect
-        from websockets.exceptions import InvalidHandshake
-
-        if self._cursor is None:
-            after = self._after
-            if after is None:
-                after = (await self._client._transport.send(get_session(self.session_id))).last_event_id
-            self._cursor = LiveCursor(
-                self.session_id, after, token=self._token, policy=self._client.reconnect
-            )
-        cursor = self._cursor
-        delay = 0.0
-        while self._ws is None and not self._closed:
-            await apause(cursor.policy, delay)
-            try:
-                self._ws = await connect(
-                    self._url, open_timeout=OPEN_TIMEOUT_S, ping_interval=None, max_size=MAX_MESSAGE_BYTES
-                )
-            except (OSError, InvalidHandshake, TimeoutError) as exc:
-                delay = cursor.closed(exc)
-                continue
-            await self._send(cursor.opened())
-
-    async def _send(self, frames: list[str]) -> None:
-        for frame in frames:
-            await self._ws.send(frame)
-            assert self._cursor is not None
-            self._cursor.sent()
-
-    async def _lost(self, exc: BaseException) -> None:
-        await self._drop()
-        assert self._cursor is not None
-        await apause(self._cursor.policy, self._cursor.closed(exc, _close_code(exc)))
-
-    async def _drop(self) -> None:
-        ws, self._ws = self._ws, None
-        if ws is not None:
-            await ws.close()
-
-    async def _fetch_too_large(self, cursor: LiveCursor) -> None:
-        while cursor.too_large:
-            seq = cursor.too_large.pop(0)
-            async with self._client.stream(self.session_id, after=seq - 1) as events:
-                async for event in events:
-                    if getattr(event, "event_id", None) == seq:
-                        cursor.offer(seq, event)
-                        break

@@ -1,12 +1,12 @@
 """Live session streams that survive drops: resume with ``Last-Event-ID``, never yield an event twice.
 
 :class:`StreamCursor` holds the I/O-free part (cursor, dedupe, the retry
-policy's backoff) and :class:`_StreamState` the bookkeeping both iterators
-share; the sync :class:`EventStream` and the async :class:`AsyncEventStream`
-only read chunks and connect through their transport. Both are resumable
-iterators: if a read is abandoned mid-way (Ctrl-C, task cancellation), the
-next call reconnects from the last delivered id instead of trusting a
-half-read connection.
+policy's backoff) and :class:`StreamState` the bookkeeping of a stream;
+:class:`~skyloop.client.AsyncEventStream` (``_async/_stream.py``, and its
+generated sync twin :class:`~skyloop.client.EventStream`) only reads chunks
+and connects through its transport. It is a resumable iterator: if a read is
+abandoned mid-way (Ctrl-C, task cancellation), the next call reconnects from
+the last delivered id instead of trusting a half-read connection.
 """
 
 from __future__ import annotations
@@ -14,22 +14,17 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from skyloop.client._errors import APIError, StreamDisconnectedError
+from skyloop.client._errors import StreamDisconnectedError
 from skyloop.client._models import parse_event
-from skyloop.client._requests import get_session, stream_path
-from skyloop.client._retry import apause, pause
 from skyloop.client._sse import ServerSentEvent, SSEDecoder
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator
-    from types import TracebackType
+    import httpx
 
+    from skyloop.client._errors import APIError
     from skyloop.client._retry import ReconnectPolicy
-    from skyloop.client._transport import AsyncTransport, SyncTransport
 
-__all__ = ["AsyncEventStream", "EventStream", "StreamCursor"]
+__all__ = ["StreamCursor", "StreamState"]
 
 
 class StreamCursor:
@@ -113,8 +108,8 @@ class StreamCursor:
         self.ended(error)
 
 
-class _StreamState:
-    """What :class:`EventStream` and :class:`AsyncEventStream` share: cursor, queue, flags (no I/O)."""
+class StreamState:
+    """A stream's bookkeeping, apart from its I/O: cursor, queue, flags."""
 
     def __init__(self, session_id: str, *, after: int | None, policy: ReconnectPolicy) -> None:
         self.session_id = session_id
@@ -146,186 +141,3 @@ class _StreamState:
         self._busy = False
         response, self._response = self._response, None
         return response
-
-
-class EventStream(_StreamState):
-    """Typed events of one session, across as many connections as it takes.
-
-    Iterate it (it never ends by itself; the server keeps streams open) and
-    close it, or use it as a context manager. ``last_event_id`` is the cursor
-    to resume from later; ``reconnects`` counts transparent resumptions.
-    Made by :meth:`Client.stream`.
-    """
-
-    def __init__(
-        self, transport: SyncTransport, session_id: str, *, after: int | None, policy: ReconnectPolicy
-    ) -> None:
-        super().__init__(session_id, after=after, policy=policy)
-        self._transport = transport
-        self._chunks: Iterator[bytes] | None = None
-
-    def __enter__(self) -> EventStream:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    def __iter__(self) -> EventStream:
-        return self
-
-    def __next__(self) -> Any:
-        while True:
-            if self._queue:
-                return self._queue.popleft()
-            if self._closed:
-                raise StopIteration
-            if self._busy:
-                self._drop()  # the last read was abandoned mid-way: do not trust that connection
-            if self._chunks is None:
-                self._connect()
-                continue
-            self._busy = True
-            try:
-                chunk = next(self._chunks)
-            except StopIteration:
-                self._finish(None)
-                continue
-            except httpx.TransportError as exc:
-                self._finish(exc)
-                continue
-            self._busy = False
-            self._absorb(chunk)
-
-    def next_event(self) -> Any:
-        """The next event (blocks until one arrives)."""
-        return next(self)
-
-    def close(self) -> None:
-        """Stop the stream and give its connection back; iteration then ends."""
-        self._closed = True
-        self._drop()
-
-    def _drop(self) -> None:
-        self._chunks = None
-        response = self._take_response()
-        if response is not None:
-            self._transport.release(response)
-
-    def _finish(self, error: BaseException | None) -> None:
-        self._drop()
-        self._cursor.ended(error)
-
-    def _connect(self) -> None:
-        cursor = self._cursor
-        if not self._resolved:
-            # "From now" means from the snapshot's cursor, so even a drop before the first
-            # stored event resumes without a gap.
-            cursor.last_event_id = self._transport.send(get_session(self.session_id)).last_event_id
-            self._resolved = True
-        while self._chunks is None and not self._closed:
-            pause(cursor.policy, cursor.take_delay())
-            try:
-                response = self._transport.open_stream(
-                    stream_path(self.session_id),
-                    headers=cursor.headers(),
-                    read_timeout=cursor.policy.read_timeout,
-                )
-            except httpx.TransportError as exc:
-                cursor.ended(exc)
-                continue
-            except APIError as exc:
-                cursor.refused(exc)
-                continue
-            cursor.connected()
-            self._response = response
-            self._chunks = response.iter_bytes()
-
-
-class AsyncEventStream(_StreamState):
-    """The async twin of :class:`EventStream`: ``async for`` / ``async with``; made by :meth:`AsyncClient.stream`."""
-
-    def __init__(
-        self, transport: AsyncTransport, session_id: str, *, after: int | None, policy: ReconnectPolicy
-    ) -> None:
-        super().__init__(session_id, after=after, policy=policy)
-        self._transport = transport
-        self._chunks: AsyncIterator[bytes] | None = None
-
-    async def __aenter__(self) -> AsyncEventStream:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
-    def __aiter__(self) -> AsyncEventStream:
-        return self
-
-    async def __anext__(self) -> Any:
-        while True:
-            if self._queue:
-                return self._queue.popleft()
-            if self._closed:
-                raise StopAsyncIteration
-            if self._busy:
-                await self._drop()
-            if self._chunks is None:
-                await self._connect()
-                continue
-            self._busy = True
-            try:
-                chunk = await self._chunks.__anext__()
-            except StopAsyncIteration:
-                await self._finish(None)
-                continue
-            except httpx.TransportError as exc:
-                await self._finish(exc)
-                continue
-            self._busy = False
-            self._absorb(chunk)
-
-    async def next_event(self) -> Any:
-        """The next event (waits until one arrives)."""
-        return await self.__anext__()
-
-    async def aclose(self) -> None:
-        """Stop the stream and give its connection back; iteration then ends."""
-        self._closed = True
-        await self._drop()
-
-    async def _drop(self) -> None:
-        self._chunks = None
-        response = self._take_response()
-        if response is not None:
-            await self._transport.release(response)
-
-    async def _finish(self, error: BaseException | None) -> None:
-        await self._drop()
-        self._cursor.ended(error)
-
-    async def _connect(self) -> None:
-        cursor = self._cursor
-        if not self._resolved:
-            snapshot = await self._transport.send(get_session(self.session_id))
-            cursor.last_event_id = snapshot.last_event_id
-            self._resolved = True
-        while self._chunks is None and not self._closed:
-            await apause(cursor.policy, cursor.take_delay())
-            try:
-                response = await self._transport.open_stream(
-                    stream_path(self.session_id),
-                    headers=cursor.headers(),
-                    read_timeout=cursor.policy.read_timeout,
-                )
-            except httpx.TransportError as exc:
-                cursor.ended(exc)
-                continue
-            except APIError as exc:
-                cursor.refused(exc)
-                continue
-            cursor.connected()
-            self._response = response
-            self._chunks = response.aiter_bytes()

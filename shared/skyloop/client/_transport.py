@@ -3,16 +3,15 @@
 :class:`TransportCore` holds everything that is not I/O: the resolved URL and
 token, default headers, the timeouts of ordinary requests and of streams, and
 how an answer becomes a model, a :class:`RawResponse` or a typed error.
-:class:`SyncTransport` and :class:`AsyncTransport` are the thin executors over
-``httpx.Client`` and ``httpx.AsyncClient``; httpx transport errors become the
-client's connection errors here, at one boundary. Retries are not made here:
-they follow the one policy in ``_retry``, around the calls that are safe to
-repeat.
+``AsyncTransport`` (``_async/_transport.py``) and its generated twin
+``SyncTransport`` are the thin executors over ``httpx.AsyncClient`` and
+``httpx.Client``; httpx transport errors become the client's connection
+errors there, at one boundary. Retries are not made here: they follow the one
+policy in ``_retry``, around the calls that are safe to repeat.
 """
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -20,13 +19,13 @@ import httpx
 
 from skyloop import __version__
 from skyloop.client._config import resolve_config
-from skyloop.client._errors import APIConnectionError, error_from_response, map_transport_errors
+from skyloop.client._errors import APIConnectionError, error_from_response
 from skyloop.client._requests import decode_json, parse_body, read_response
 
 if TYPE_CHECKING:
     from skyloop.client._requests import ApiCall
 
-__all__ = ["USER_AGENT", "AsyncTransport", "RawResponse", "SyncTransport", "TransportCore", "default_headers"]
+__all__ = ["USER_AGENT", "RawResponse", "TransportCore", "default_headers"]
 
 T = TypeVar("T")
 
@@ -114,112 +113,3 @@ class TransportCore:
         if ctype.split(";")[0].strip().lower() != "text/event-stream":
             return APIConnectionError(f"expected text/event-stream, got {ctype or 'no content type'!r}")
         return None
-
-
-class SyncTransport(TransportCore):
-    """The synchronous executor over ``httpx.Client``."""
-
-    def __init__(
-        self,
-        base_url: str | None,
-        *,
-        token: str | None,
-        timeout: float,
-        transport: httpx.BaseTransport | None,
-    ) -> None:
-        super().__init__(base_url, token=token, timeout=timeout)
-        self.http = httpx.Client(**self.client_options(), transport=transport)
-
-    @property
-    def is_closed(self) -> bool:
-        return self.http.is_closed
-
-    def close(self) -> None:
-        self.http.close()
-
-    def _request(self, call: ApiCall[Any]) -> httpx.Response:
-        with map_transport_errors():
-            return self.http.request(call.method, call.path, **call.request_kwargs())
-
-    def send(self, call: ApiCall[T]) -> T:
-        """One attempt at ``call``: its model, or a typed error."""
-        return self.read(call, self._request(call))
-
-    def send_raw(self, call: ApiCall[T]) -> RawResponse[T]:
-        """One attempt at ``call``: the answer as sent (error statuses still raise)."""
-        return self.read_raw(call, self._request(call))
-
-    def open_stream(self, path: str, *, headers: dict[str, str], read_timeout: float) -> httpx.Response:
-        """A streaming ``GET`` answered ``200 text/event-stream``, for the caller to read and :meth:`release`.
-
-        httpx transport errors pass through unmapped: the stream counts them
-        against its reconnect budget and chains the last one into
-        ``StreamDisconnectedError``. Any other answer raises its typed error.
-        """
-        request = self.http.build_request("GET", path, **self.stream_options(headers, read_timeout))
-        response = self.http.send(request, stream=True)
-        content = b""
-        if response.status_code != 200:
-            with contextlib.suppress(httpx.TransportError):  # the status alone still types the error
-                content = response.read()
-        refusal = self.stream_refusal(response, content)
-        if refusal is not None:
-            self.release(response)
-            raise refusal
-        return response
-
-    @staticmethod
-    def release(response: httpx.Response) -> None:
-        """Give a stream's connection back; a broken one may fail to close, and is discarded anyway."""
-        with contextlib.suppress(Exception):
-            response.close()
-
-
-class AsyncTransport(TransportCore):
-    """The asyncio executor over ``httpx.AsyncClient``: :class:`SyncTransport`, awaited."""
-
-    def __init__(
-        self,
-        base_url: str | None,
-        *,
-        token: str | None,
-        timeout: float,
-        transport: httpx.AsyncBaseTransport | None,
-    ) -> None:
-        super().__init__(base_url, token=token, timeout=timeout)
-        self.http = httpx.AsyncClient(**self.client_options(), transport=transport)
-
-    @property
-    def is_closed(self) -> bool:
-        return self.http.is_closed
-
-    async def close(self) -> None:
-        await self.http.aclose()
-
-    async def _request(self, call: ApiCall[Any]) -> httpx.Response:
-        with map_transport_errors():
-            return await self.http.request(call.method, call.path, **call.request_kwargs())
-
-    async def send(self, call: ApiCall[T]) -> T:
-        return self.read(call, await self._request(call))
-
-    async def send_raw(self, call: ApiCall[T]) -> RawResponse[T]:
-        return self.read_raw(call, await self._request(call))
-
-    async def open_stream(self, path: str, *, headers: dict[str, str], read_timeout: float) -> httpx.Response:
-        request = self.http.build_request("GET", path, **self.stream_options(headers, read_timeout))
-        response = await self.http.send(request, stream=True)
-        content = b""
-        if response.status_code != 200:
-            with contextlib.suppress(httpx.TransportError):
-                content = await response.aread()
-        refusal = self.stream_refusal(response, content)
-        if refusal is not None:
-            await self.release(response)
-            raise refusal
-        return response
-
-    @staticmethod
-    async def release(response: httpx.Response) -> None:
-        with contextlib.suppress(Exception):
-            await response.aclose()
