@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8080
 
-.PHONY: iam-policies bubblewrap constraints unasync run test node-tools console console-check chromium browser lint typecheck unit integration e2e infra format bench clean synth layer lock
+.PHONY: check iam-policies bubblewrap constraints unasync run test node-tools console console-check chromium browser lint typecheck unit integration e2e infra format bench clean synth layer lock
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -55,10 +55,17 @@ run: $(VENV)/.local-installed $(CONSOLE_DIST) bubblewrap
 	$(VENV)/bin/skyloop dev --port $(PORT)
 
 COVERAGE := --cov=skyloop.turns --cov=skyloop.store --cov-report=term:skip-covered
+# pytest-xdist workers. tests/conftest.py hands each a whole file at a time, longest first. Three on two
+# cores: the end-to-end files spend much of their time waiting on the processes they started.
+WORKERS ?= 3
 
 ## test: lint and types, then the whole suite (unit, integration on moto, e2e over real HTTP/SSE, infra)
 test: lint typecheck $(NODE_TOOLS) console-check $(CONSOLE_DIST) chromium bubblewrap
-	$(PY) -m pytest $(COVERAGE)
+	$(PY) -m pytest -n $(WORKERS) $(COVERAGE)
+
+## check: the inner loop in under a minute: lint, types and the unit tests
+check: lint typecheck
+	$(PY) -m pytest tests/unit -n 2 -q
 
 ## lint: ruff rules and formatting, and no import circles (import-linter's contracts in pyproject.toml)
 lint: $(VENV)/.dev-installed
@@ -76,9 +83,9 @@ typecheck: $(VENV)/.dev-installed
 unit: $(VENV)/.dev-installed
 	$(PY) -m pytest tests/unit
 integration: $(VENV)/.dev-installed
-	$(PY) -m pytest tests/integration $(COVERAGE)
+	$(PY) -m pytest -n $(WORKERS) tests/integration $(COVERAGE)
 e2e: $(VENV)/.dev-installed
-	$(PY) -m pytest tests/e2e
+	$(PY) -m pytest -n $(WORKERS) tests/e2e
 infra: $(VENV)/.dev-installed $(NODE_TOOLS)
 	$(PY) -m pytest tests/infra
 ## browser: the web console in headless Chromium (Playwright, axe-core)

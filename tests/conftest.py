@@ -1,10 +1,76 @@
-"""Every test process: the mock servers tests start live on 127.0.0.1, as on the local stack.
+"""Every test process: loopback allowed for the mock servers, and how `make test` spreads the suite.
 
 ``skyloop dev`` allows loopback model and MCP URLs itself (``skyloop.outbound``);
 tests that build the store or turn steps in-process get the same allowance
 here. ``tests/unit/test_outbound.py`` checks the refusals with explicit settings.
+
+``make test`` runs pytest-xdist workers (``-n``, see the Makefile). A worker
+takes a whole test file at a time, so a file's module fixtures (a ``skyloop
+dev`` stack, a synthesized template) are built once per worker that runs it;
+the files in :data:`SPLIT` are shared out one test at a time instead (their
+tests are long and each builds what it needs). Files start longest first
+(:data:`SECONDS`), so that the short ones fill in at the end rather than one
+long file finishing alone.
 """
 
+from __future__ import annotations
+
 import os
+from typing import Any
+
+import pytest
 
 os.environ.setdefault("SKYLOOP_OUTBOUND_ALLOW_LOOPBACK", "true")
+
+# What the slowest files take, in seconds on the 2-core machine with two workers (pytest
+# --durations, 2026-12-07): only their order matters, so round figures do.
+SECONDS: dict[str, int] = {
+    "tests/e2e/test_fuzz.py": 170,
+    "tests/e2e/test_persistence.py": 130,
+    "tests/e2e/test_schedules.py": 75,
+    "tests/infra/test_artifact_turn.py": 65,
+    "tests/integration/test_turn_machine.py": 60,
+    "tests/e2e/test_data_dir.py": 55,
+    "tests/e2e/test_webhooks.py": 40,
+    "tests/e2e/test_hosted.py": 30,
+    "tests/e2e/test_smoke.py": 20,
+    "tests/integration/test_hosted_tools.py": 15,
+}
+# Files whose tests are shared out one by one (each test is long and needs no other test's state).
+SPLIT = frozenset({"tests/e2e/test_fuzz.py"})
+
+
+def _file_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+# Suites whose turns and stores run in other processes (skyloop dev, omnigent's clients, Chromium) or from
+# built artifacts (infra): `make test`'s coverage of skyloop.turns and skyloop.store cannot see them there,
+# and tracing the test's own side (the fuzzer's generation, the SDKs, CDK) only costs time (the fuzz file:
+# 67 s untraced, 106 s traced).
+UNTRACED = ("tests/e2e/", "tests/compat/", "tests/browser/", "tests/infra/")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Longest files first (a stable sort: every file keeps its own order); no coverage where it sees nothing."""
+    items.sort(key=lambda item: -SECONDS.get(_file_of(item.nodeid), 0))
+    for item in items:
+        if item.nodeid.startswith(UNTRACED):
+            item.add_marker(pytest.mark.no_cover)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """A file per work unit, in collection order (longest first), but the files in SPLIT test by test."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileScheduling(LoadScopeScheduling):
+        def __init__(self, config: pytest.Config, log: Any = None) -> None:
+            super().__init__(config, log)
+            config.option.loadscopereorder = False  # keep the longest-first order above
+
+        def _split_scope(self, nodeid: str) -> str:
+            path = _file_of(nodeid)
+            return nodeid if path in SPLIT else path
+
+    return FileScheduling(config, log)
