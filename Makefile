@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8080
 
-.PHONY: check iam-policies bubblewrap constraints unasync run test node-tools console console-check chromium browser lint typecheck unit integration e2e infra format bench clean synth layer lock
+.PHONY: check coverage iam-policies bubblewrap constraints unasync run test node-tools console console-check chromium browser lint typecheck unit integration e2e infra format bench clean synth layer lock
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -59,9 +59,15 @@ COVERAGE := --cov=skyloop.turns --cov=skyloop.store --cov-report=term:skip-cover
 # cores: the end-to-end files spend much of their time waiting on the processes they started.
 WORKERS ?= 3
 
-## test: lint and types, then the whole suite (unit, integration on moto, e2e over real HTTP/SSE, infra)
+## test: lint and types, then the whole suite (unit, integration on moto, e2e over real HTTP/SSE, infra) on
+## pytest-xdist workers: about 7 1/2 minutes on two cores (bench/README.md, "make test's wall time")
 test: lint typecheck $(NODE_TOOLS) console-check $(CONSOLE_DIST) chromium bubblewrap
-	$(PY) -m pytest -n $(WORKERS) $(COVERAGE)
+	$(PY) -m pytest -n $(WORKERS)
+
+## coverage: the unit and integration suites with line coverage of turns and store (the suites where they
+## run in the test's own process; tracing costs them about half again, so make test does not)
+coverage: $(VENV)/.dev-installed
+	$(PY) -m pytest -n $(WORKERS) tests/unit tests/integration $(COVERAGE)
 
 ## check: the inner loop in under a minute: lint, types and the unit tests
 check: lint typecheck

@@ -8,9 +8,11 @@ here. ``tests/unit/test_outbound.py`` checks the refusals with explicit settings
 takes a whole test file at a time, so a file's module fixtures (a ``skyloop
 dev`` stack, a synthesized template) are built once per worker that runs it;
 the files in :data:`SPLIT` are shared out one test at a time instead (their
-tests are long and each builds what it needs). Files start longest first
-(:data:`SECONDS`), so that the short ones fill in at the end rather than one
-long file finishing alone.
+tests are long and each builds what it needs), the folders in :data:`WHOLE`
+go to one worker together (their session fixtures are dear), and the
+infra suite's synthesis is shared by every worker (``tests/infra/conftest.py``).
+Files start longest first (:data:`SECONDS`), so that the short ones fill in at
+the end rather than one long file finishing alone.
 """
 
 from __future__ import annotations
@@ -22,11 +24,14 @@ import pytest
 
 os.environ.setdefault("SKYLOOP_OUTBOUND_ALLOW_LOOPBACK", "true")
 
-# What the slowest files take, in seconds on the 2-core machine with two workers (pytest
-# --durations, 2026-12-07): only their order matters, so round figures do.
+# What the slowest files (and the browser folder) take, in seconds on the 2-core machine under three
+# workers (pytest --junitxml, 2026-12-07): only their order matters, so round figures do.
 SECONDS: dict[str, int] = {
     "tests/e2e/test_fuzz.py": 170,
     "tests/e2e/test_persistence.py": 130,
+    "tests/browser/test_console.py": 75,  # the browser folder, taken whole (WHOLE)
+    "tests/browser/test_schedules.py": 75,
+    "tests/browser/test_workspace.py": 75,
     "tests/e2e/test_schedules.py": 75,
     "tests/infra/test_artifact_turn.py": 65,
     "tests/integration/test_turn_machine.py": 60,
@@ -38,6 +43,9 @@ SECONDS: dict[str, int] = {
 }
 # Files whose tests are shared out one by one (each test is long and needs no other test's state).
 SPLIT = frozenset({"tests/e2e/test_fuzz.py"})
+# Folders taken whole by one worker: their session fixtures are dear (the browser suite's two stacks
+# and Chromium) and would be built again by each worker that ran one of their files.
+WHOLE = ("tests/browser/",)
 
 
 def _file_of(nodeid: str) -> str:
@@ -45,9 +53,9 @@ def _file_of(nodeid: str) -> str:
 
 
 # Suites whose turns and stores run in other processes (skyloop dev, omnigent's clients, Chromium) or from
-# built artifacts (infra): `make test`'s coverage of skyloop.turns and skyloop.store cannot see them there,
-# and tracing the test's own side (the fuzzer's generation, the SDKs, CDK) only costs time (the fuzz file:
-# 67 s untraced, 106 s traced).
+# built artifacts (infra): a --cov run of skyloop.turns and skyloop.store (make coverage) cannot see them
+# there, and tracing the test's own side (the fuzzer's generation, the SDKs, CDK) only costs time (the
+# fuzz file: 67 s untraced, 106 s traced).
 UNTRACED = ("tests/e2e/", "tests/compat/", "tests/browser/", "tests/infra/")
 
 
@@ -71,6 +79,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
         def _split_scope(self, nodeid: str) -> str:
             path = _file_of(nodeid)
-            return nodeid if path in SPLIT else path
+            if path in SPLIT:
+                return nodeid
+            return next((folder for folder in WHOLE if path.startswith(folder)), path)
 
     return FileScheduling(config, log)

@@ -11,6 +11,7 @@ this machine, cached in ``.pytest_cache``: the artifact tests run the handlers o
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
 import os
@@ -68,7 +69,31 @@ class Synth:
 
 @pytest.fixture(scope="session")
 def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    outdir = tmp_path_factory.mktemp("cdk.out")
+    """One synthesis per run: the pytest-xdist workers share it (the first one to ask runs it, under a lock;
+    the tests only read the assembly)."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the run's directory, above each worker's own
+    outdir = shared / "cdk.out"
+    record = shared / "cdk.out.json"
+    with (shared / "cdk.out.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not record.exists():
+            result = _synthesize(outdir)
+            record.write_text(
+                json.dumps(
+                    {"returncode": result.returncode, "stderr": result.stderr, "seconds": result.seconds}
+                )
+            )
+    done = json.loads(record.read_text())
+    result = Synth(outdir, done["returncode"], done["stderr"], done["seconds"])
+    if not result.template_path.exists():
+        pytest.fail(f"synth wrote no template (rc={result.returncode}):\n{result.stderr[-4000:]}")
+    return result
+
+
+def _synthesize(outdir: Path) -> Synth:
+    outdir.mkdir(parents=True, exist_ok=True)
     env = {
         **os.environ,
         "CDK_OUTDIR": str(outdir),
@@ -89,8 +114,6 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     )
     result = Synth(outdir, proc.returncode, proc.stderr, time.perf_counter() - started)
     print(f"\nsynth: {result.seconds:.1f} s (rc={proc.returncode})")
-    if not result.template_path.exists():
-        pytest.fail(f"synth wrote no template (rc={proc.returncode}):\n{proc.stderr[-4000:]}")
     return result
 
 
