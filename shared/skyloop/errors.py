@@ -36,6 +36,20 @@ class InvalidInputError(SkyloopError):
     status = 400
 
 
+class UnsupportedFeatureError(InvalidInputError):
+    """A feature of a compatible API (OpenAI's, Claude's) that skyloop does not provide; each names its API."""
+
+    code = "unsupported_feature"
+    api = "API"
+
+    def __init__(self, feature: str, *, param: str | None = None, detail: str = "") -> None:
+        super().__init__(
+            f"{feature} is not supported by skyloop's {self.api}{': ' + detail if detail else ''}",
+            param=param,
+        )
+        self.feature = feature
+
+
 class SecretNotAllowedError(InvalidInputError):
     """A declared tool names a secret outside what the caller may use; nothing was written."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from skyloop import errors
 from skyloop.errors import InvalidInputError, NotFoundError, SkyloopError
 
 TYPES = {
@@ -25,17 +26,10 @@ TYPES = {
 }
 
 
-class UnsupportedFeatureError(InvalidInputError):
+class UnsupportedFeatureError(errors.UnsupportedFeatureError):
     """A Claude Managed Agents feature skyloop does not provide (``docs/anthropic.md`` lists them)."""
 
-    code = "unsupported_feature"
-
-    def __init__(self, feature: str, *, param: str | None = None, detail: str = "") -> None:
-        super().__init__(
-            f"{feature} is not supported by skyloop's Claude Managed Agents API{': ' + detail if detail else ''}",
-            param=param,
-        )
-        self.feature = feature
+    api = "Claude Managed Agents API"
 
 
 class EnvironmentNotFoundError(NotFoundError):

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from skyloop.errors import InvalidInputError, SkyloopError
+from skyloop import errors
+
+if TYPE_CHECKING:
+    from skyloop.errors import SkyloopError
 
 # OpenAI's ``error.type`` by status; ``code`` keeps skyloop's machine-readable code.
 TYPES = {
@@ -19,17 +22,10 @@ TYPES = {
 }
 
 
-class UnsupportedFeatureError(InvalidInputError):
+class UnsupportedFeatureError(errors.UnsupportedFeatureError):
     """A feature of OpenAI's Agents API that skyloop does not provide (docs/openai.md lists them)."""
 
-    code = "unsupported_feature"
-
-    def __init__(self, feature: str, *, param: str | None = None, detail: str = "") -> None:
-        super().__init__(
-            f"{feature} is not supported by skyloop's OpenAI Agents API{': ' + detail if detail else ''}",
-            param=param,
-        )
-        self.feature = feature
+    api = "OpenAI Agents API"
 
 
 def body(status: int, code: str, message: str, param: str | None = None) -> dict[str, Any]:
