@@ -69,7 +69,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """A file per work unit, in collection order (longest first), but the files in SPLIT test by test."""
+    """A file per work unit, in collection order (longest first); the files in SPLIT test by test, each WHOLE
+    folder as one unit."""
     from xdist.scheduler import LoadScopeScheduling
 
     class FileScheduling(LoadScopeScheduling):

@@ -46,14 +46,13 @@ from typing import TYPE_CHECKING
 
 from skyloop.errors import ModelCallError
 from skyloop.harnesses.base import FunctionCall, ModelResult
-from skyloop.models.script import ScriptedAnswer, validate_script
-
-__all__ = ["ScriptedAnswer", "call_model", "choose", "validate_script"]
+from skyloop.models.script import validate_script
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from skyloop.models.agent import AgentSpec
+    from skyloop.models.script import ScriptedAnswer
     from skyloop.models.session import ClientTool, ConversationItem
 
 OUTPUT_PLACEHOLDER = "{{output}}"

@@ -13,6 +13,9 @@
   ``model`` that model answers, whatever name was requested; unset: the
   ``openai-agents`` harness with the function's ``OPENAI_API_KEY``). The local
   stack sets it to the example agent's executor.
+
+The versions and the default executor are :mod:`skyloop.agent_versions`' (Claude's
+agents and the schedules use them too); this module maps OpenAI's shapes.
 """
 
 from __future__ import annotations
@@ -20,18 +23,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from skyloop.agent_versions import (
-    DEFAULT_EXECUTOR_ENV,
-    default_executor,
-    openai_id,
-    openai_meta,
-    register,
-    resolve,
-)
+from skyloop.agent_versions import default_executor, openai_id, openai_meta
 from skyloop.errors import InvalidInputError
 from skyloop.ids import new_id
-
-__all__ = ["DEFAULT_EXECUTOR_ENV", "default_executor", "openai_id", "openai_meta", "register", "resolve"]
 
 if TYPE_CHECKING:
     from skyloop.models.agent import Agent, AgentSpec

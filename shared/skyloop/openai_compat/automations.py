@@ -23,7 +23,7 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from skyloop import deps, principals
+from skyloop import agent_versions, deps, principals
 from skyloop.errors import ConflictError, InvalidInputError, NotFoundError
 from skyloop.ids import new_id
 from skyloop.models.schedule import ScheduledTask
@@ -102,7 +102,7 @@ def _check_target(store: Store, target: NewSessionTarget | ExistingSessionTarget
         raise InvalidInputError("target: give exactly one of agent and agent_id", param="target.agent")
     if target.agent_id is not None:
         try:
-            return oa_agents.resolve(store, target.agent_id).id, None
+            return agent_versions.resolve(store, target.agent_id).id, None
         except NotFoundError:
             raise InvalidInputError(
                 f"target.agent_id: agent not found: '{target.agent_id}'", param="target.agent_id"
@@ -144,7 +144,7 @@ def _prompt(target: NewSessionTarget | ExistingSessionTarget) -> str:
 
 
 def _register(spec: AgentSpec | None) -> Agent | None:
-    return oa_agents.register(spec) if spec is not None else None
+    return agent_versions.register(spec) if spec is not None else None
 
 
 # ----------------------------------------------------------------------------- create

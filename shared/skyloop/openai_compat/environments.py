@@ -93,6 +93,7 @@ def hosted_environment(environment: Environment) -> HostedEnvironment:
 
 def with_hosted_tools(agent: Agent) -> Agent:
     """The agent, or an inline version of it that also has the hosted built-ins it lacks."""
+    from skyloop import agent_versions
     from skyloop.ids import new_id
     from skyloop.models.environment import HOSTED_TOOLS
     from skyloop.models.tools import declared_tools
@@ -102,7 +103,7 @@ def with_hosted_tools(agent: Agent) -> Agent:
     missing = [name for name in HOSTED_TOOLS if name not in tools]
     if not missing or declared_tools(tools).hosted:
         return agent
-    meta = {**oa_agents.openai_meta(agent), "inline": True}
+    meta = {**agent_versions.openai_meta(agent), "inline": True}
     spec = agent.spec.model_copy(
         update={
             "name": f"{oa_agents.NAME_PREFIX}{new_id()[:20]}",
@@ -112,4 +113,4 @@ def with_hosted_tools(agent: Agent) -> Agent:
     spec = spec.model_copy(update={}, deep=True)
     if spec.model_extra is not None:
         spec.model_extra["openai"] = meta
-    return oa_agents.register(spec, keep_key_of=agent)
+    return agent_versions.register(spec, keep_key_of=agent)

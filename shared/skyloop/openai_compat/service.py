@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from skyloop import deps, pricing, principals, sessions
+from skyloop import agent_versions, deps, pricing, principals, sessions
 from skyloop.errors import InvalidInputError, NotFoundError
 from skyloop.openai_compat import agents as oa_agents
 from skyloop.openai_compat import unsupported, views
@@ -51,23 +51,23 @@ def create_agent(config: AgentConfig) -> dict[str, Any]:
     if not config.model:
         raise InvalidInputError("model is required", param="model")
     spec = oa_agents.build_spec(config, base=None, first_id=None, inline=False)
-    return oa_agents.to_openai(oa_agents.register(spec))
+    return oa_agents.to_openai(agent_versions.register(spec))
 
 
 def get_agent(agent_id: str) -> dict[str, Any]:
-    return oa_agents.to_openai(oa_agents.resolve(deps.store(), agent_id))
+    return oa_agents.to_openai(agent_versions.resolve(deps.store(), agent_id))
 
 
 def update_agent(agent_id: str, config: AgentConfig) -> dict[str, Any]:
     unsupported.check_agent(config)
-    base = oa_agents.resolve(deps.store(), agent_id)
-    spec = oa_agents.build_spec(config, base=base, first_id=oa_agents.openai_id(base), inline=False)
-    return oa_agents.to_openai(oa_agents.register(spec, keep_key_of=base))
+    base = agent_versions.resolve(deps.store(), agent_id)
+    spec = oa_agents.build_spec(config, base=base, first_id=agent_versions.openai_id(base), inline=False)
+    return oa_agents.to_openai(agent_versions.register(spec, keep_key_of=base))
 
 
 def delete_agent(agent_id: str) -> dict[str, Any]:
     store = deps.store()
-    agent = oa_agents.resolve(store, agent_id)
+    agent = agent_versions.resolve(store, agent_id)
     sessions.remove_agent(store, agent, deps.secrets())
     return {"id": agent_id, "object": "agent.deleted", "deleted": True}
 
@@ -86,7 +86,7 @@ def list_agents(*, after: str | None, limit: int, order: str) -> dict[str, Any]:
         cursor = batch[-1].id
     for agent in found:  # newest first: the first of each OpenAI id is its current version
         if oa_agents.is_listed(agent):
-            newest.setdefault(oa_agents.openai_id(agent), agent)
+            newest.setdefault(agent_versions.openai_id(agent), agent)
     rows = [oa_agents.to_openai(a) for a in newest.values()]
     rows.sort(key=lambda r: (r["created_at"], r["id"]), reverse=order == "desc")
     return slice_page(rows, after=after, limit=limit, what="agent")
@@ -155,17 +155,17 @@ def create_session(body: SessionCreate, idempotency_key: str | None) -> dict[str
         raise InvalidInputError('input is required when environment.type is "none"', param="input")
     if body.agent_id is None and (body.agent is None or not body.agent.model):
         raise InvalidInputError("agent_id, or agent with a model, is required", param="agent")
-    base = oa_agents.resolve(store, body.agent_id) if body.agent_id else None
+    base = agent_versions.resolve(store, body.agent_id) if body.agent_id else None
     messages = messages_of(body.input) if body.input is not None else []
     limit = body.spend_control.limit if body.spend_control else None
     if base is not None and (body.agent is None or not body.agent.model_fields_set):
         agent = base
     else:
         assert body.agent is not None
-        first = oa_agents.openai_id(base) if base else None
+        first = agent_versions.openai_id(base) if base else None
         spec = oa_agents.build_spec(body.agent, base=base, first_id=first, inline=True)
         _require_price_spec(spec, limit)
-        agent = oa_agents.register(spec, keep_key_of=base)
+        agent = agent_versions.register(spec, keep_key_of=base)
     _require_price(agent, None, limit)
     hosted = None
     if body.environment.type == "openai_hosted":
@@ -253,7 +253,7 @@ def list_sessions(
 ) -> dict[str, Any]:
     store = deps.store()
     owner = principals.list_owner(None)
-    agent_name = oa_agents.resolve(store, agent_id).name if agent_id else None
+    agent_name = agent_versions.resolve(store, agent_id).name if agent_id else None
     if after:
         sessions.get_session(store, after)  # a cursor must be one of the caller's sessions
     rows: list[dict[str, Any]] = []
@@ -370,7 +370,7 @@ def _turns(store: Store, session: Session) -> list[dict[str, Any]]:
     for turn in store.list_turns(session.id):
         if turn.agent_id not in agents:
             try:
-                agents[turn.agent_id] = oa_agents.openai_id(store.get_agent(turn.agent_id))
+                agents[turn.agent_id] = agent_versions.openai_id(store.get_agent(turn.agent_id))
             except NotFoundError:
                 agents[turn.agent_id] = turn.agent_id
         out.append(views.turn_object(turn, session, agents[turn.agent_id], waiting=waiting))

@@ -55,7 +55,7 @@ class Context:
 
     @property
     def agent_id(self) -> str:
-        from skyloop.openai_compat.agents import openai_id
+        from skyloop.agent_versions import openai_id
 
         return openai_id(self.agent)
 

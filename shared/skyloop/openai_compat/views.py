@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from skyloop import pricing
+from skyloop import agent_versions, pricing
 from skyloop.openai_compat import agents as oa_agents
 
 if TYPE_CHECKING:
@@ -161,7 +161,11 @@ def session_agent(agent: Agent, session: Session) -> dict[str, Any]:
     fields = oa_agents.common_fields(agent, model=session.model_override)
     if session.reasoning_effort:
         fields["reasoning"] = {**fields["reasoning"], "effort": session.reasoning_effort}
-    return {"id": oa_agents.openai_id(agent), "tools": oa_agents.tools_of(agent, persisted=False), **fields}
+    return {
+        "id": agent_versions.openai_id(agent),
+        "tools": oa_agents.tools_of(agent, persisted=False),
+        **fields,
+    }
 
 
 def spend_control(session: Session, agent: Agent) -> dict[str, Any]:
