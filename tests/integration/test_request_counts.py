@@ -293,7 +293,7 @@ def test_a_server_tool_is_prepared_and_recorded_without_reading_the_turn(
     assert call.output == "A"
 
 
-def test_a_message_joining_before_the_outputs_append_is_in_the_model_calls_cut_and_consumed(
+def test_a_message_joining_while_the_outputs_append_is_on_its_way_is_answered_by_the_next_model_call(
     aws: Stack, engine: RecordingEngine
 ) -> None:
     # Given a parked client call, answered
@@ -308,7 +308,7 @@ def test_a_message_joining_before_the_outputs_append_is_in_the_model_calls_cut_a
     lifecycle.answer(store, engine, session.id, "call_1", "a.py")
 
     # When a message joins (through another container) after the next model step read the session,
-    # before its outputs' append
+    # before its outputs' append (which goes on while the model is called)
     list_calls = store.list_calls
 
     def list_calls_then_join(*args: Any, **kwargs: Any) -> Any:
@@ -320,8 +320,10 @@ def test_a_message_joining_before_the_outputs_append_is_in_the_model_calls_cut_a
     seen: list[list[str]] = []
 
     def answers(spec: Any, items: Any, tools: Any, on_delta: Any, **_: Any) -> ModelResult:
-        seen.append([i.data["content"][0]["text"] for i in items if i.type == "message"])
-        return ModelResult(text="done")
+        seen.append(
+            [f"{i.type}:{i.data.get('output') or i.data.get('content', [{}])[0].get('text')}" for i in items]
+        )
+        return ModelResult(text=f"done {len(seen)}")
 
     store.list_calls = list_calls_then_join  # type: ignore[method-assign]
     try:
@@ -329,9 +331,19 @@ def test_a_message_joining_before_the_outputs_append_is_in_the_model_calls_cut_a
     finally:
         del store.list_calls
 
-    # Then the model saw the message, the step counted it consumed, and the turn ends without
-    # another model call for it
-    assert seen == [["hi", "two"]]
-    assert (state.next, state.finished) == ("stop", True)
+    # Then that model call answered the output without the message, the turn did not end on it, and
+    # the next model call sees the message after the output and that answer, as the log keeps them
+    assert seen == [["message:hi", "function_call:None", "function_call_output:a.py"]]
+    assert (state.next, state.finished) == ("finish_turn", False)
+    state = steps.finish_turn(store, state)
+    assert state.next == "call_model"
+    state = steps.call_model(store, state, model_caller=answers)
+    assert seen[1] == [
+        "message:hi",
+        "function_call:None",
+        "function_call_output:a.py",
+        "message:done 1",
+        "message:two",
+    ]
     _events(aws, session.id)
     assert store.get_session(session.id).status == "idle"

@@ -337,6 +337,91 @@ def test_interrupting_a_parked_turn_cancels_its_calls_marks_once_and_stops_the_e
     assert world.observable() == before
 
 
+def _answered(world: World) -> TurnState:
+    """A turn whose one client call was answered: the next model step's input."""
+    state = steps.call_model(world.store, world.start("go", [READ]), Model(calls("read_file")))
+    steps.await_client(world.store, world.engine, state, "token-1")
+    lifecycle.answer(world.store, world.engine, world.sid, "call_read_file", "text")
+    return state.model_copy(update={"next": "call_model"})
+
+
+def test_a_turn_stopped_before_its_outputs_append_lands_stops_its_model_call_and_writes_nothing_more() -> (
+    None
+):
+    # Given an answered call, and an interrupt that lands just before the next step's outputs' append
+    # (which goes on while the model is called)
+    world = World()
+    state = _answered(world)
+    append = world.store.append
+    before: list[Any] = []
+
+    def interrupted_first(batch: Any) -> Any:
+        if batch.dedupe_key and batch.dedupe_key.endswith(":outputs") and not before:
+            lifecycle.cancel(world.store, world.engine, world.sid)
+            before.append(world.observable())
+        return append(batch)
+
+    streamed: list[int] = []
+
+    def model(spec: Any, items: Any, tools: Any, on_delta: Any, **_: Any) -> ModelResult:
+        for n in range(100):
+            time.sleep(0.01)
+            on_delta(f"t{n} ")
+            streamed.append(n)
+        return text("done")
+
+    world.store.append = interrupted_first  # type: ignore[method-assign]
+    # When the model step runs
+    result = steps.call_model(world.store, state, model)
+    # Then the model call was stopped at its next streamed text, and the stopped turn wrote nothing more
+    assert result.next == "stop"
+    assert before
+    assert world.observable() == before[0]
+    assert len(streamed) < 100
+
+
+def test_a_model_step_rerun_after_its_outputs_landed_gives_the_model_each_output_once() -> None:
+    # Given an answered call, and a model step whose outputs' append landed before its model call died
+    world = World()
+    state = _answered(world)
+    with pytest.raises(RuntimeError):
+        steps.call_model(world.store, state, Model(RuntimeError("the environment died")))
+    assert ev.RESPONSE_ITEM_DONE in world.types()[-2:]
+    # When the step runs again
+    model = Model(text("done"))
+    result = steps.call_model(world.store, state, model)
+    # Then the model saw the call and its output once, as the log keeps them, and the turn ended
+    assert [i.type for i in model.calls[0]] == ["message", "function_call", "function_call_output"]
+    assert [i.type for i in world.store.list_items(world.sid)] == [
+        "message",
+        "function_call",
+        "function_call_output",
+        "message",
+    ]
+    assert (result.next, result.finished) == ("stop", True)
+
+
+def test_a_model_call_sees_the_outputs_it_resumes_with_as_the_log_keeps_them() -> None:
+    # Given a turn that called two client tools, each answered
+    world = World()
+    state = steps.call_model(
+        world.store,
+        world.start("go", [READ, ClientTool(name="list_dir")]),
+        Model(calls("read_file", "list_dir")),
+    )
+    steps.await_client(world.store, world.engine, state, "token-1")
+    lifecycle.answer(world.store, world.engine, world.sid, "call_list_dir", "a b")
+    lifecycle.answer(world.store, world.engine, world.sid, "call_read_file", "text")
+    # When the next model call runs (its outputs' append going on meanwhile)
+    model = Model(text("done"))
+    steps.call_model(world.store, state.model_copy(update={"next": "call_model"}), model)
+    # Then what it saw is what a read of the log gives up to its answer
+    seen = [(i.id, i.type, i.data) for i in model.calls[0]]
+    stored = [(i.id, i.type, i.data) for i in world.store.list_items(world.sid)]
+    assert seen == stored[:-1]
+    assert [t for _, t, _ in seen] == ["message", *["function_call", "function_call_output"] * 2]
+
+
 def _used(result: ModelResult, input_tokens: int, output_tokens: int) -> ModelResult:
     return result.model_copy(update={"usage": {"input_tokens": input_tokens, "output_tokens": output_tokens}})
 

@@ -419,6 +419,7 @@ class MemoryStore:
         through_seq: int | None = None,
         newest: int | None = None,
         for_turn: bool = False,  # noqa: ARG002  (a read of this store costs no request)
+        pending_anchor: int | None = None,  # noqa: ARG002
     ) -> list[ConversationItem]:
         with self._lock:
             data = self._sessions.get(session_id)

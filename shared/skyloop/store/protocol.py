@@ -77,6 +77,7 @@ class Store(Protocol):
         through_seq: int | None = None,
         newest: int | None = None,
         for_turn: bool = False,
+        pending_anchor: int | None = None,
     ) -> list[ConversationItem]: ...
 
     # turns and their client calls

@@ -18,7 +18,7 @@ from skyloop import events as ev
 from skyloop.errors import ModelCallError, NotFoundError
 from skyloop.harnesses.base import FunctionCall, Usage
 from skyloop.ids import derived_id
-from skyloop.models.session import PendingCall, token_usage
+from skyloop.models.session import ConversationItem, PendingCall, token_usage
 from skyloop.pricing import budget_reached, price_of
 from skyloop.store import ConditionFailedError, Guard, NewItem, TurnDecision
 from skyloop.turns import lifecycle
@@ -84,18 +84,17 @@ def run(
     if i >= state.max_iterations:
         raise TurnError("max_iterations", f"the turn reached its limit of {state.max_iterations} model calls")
     chain = lifecycle.SeqChain(session.last_seq)
-    if i > 0:
-        session = record_outputs(store, state, agent, i - 1, session, chain)
+    session, items, outputs = model_input(store, state, agent, session, chain)
     cutoff = session.last_seq
-    items = store.list_items(state.session_id, through_seq=cutoff, for_turn=True)
     consumed = max(state.consumed_seq, session.input_seq)
     check_budget(session)
     _check_endpoint(agent.spec)
     spec = effective_spec(agent.spec, session, turn)
     check_cost_cap(spec, turn)
-    # The attempt is numbered while the model call starts (a write the model's time hides); the first
-    # streamed batch, or the result, waits for it (a retry's announcement precedes its text).
-    attempt = background(claim_attempt, store, state, chain)
+    # The outputs' append and the attempt's number are written while the model call starts (writes
+    # the model's time hides); the first streamed batch, or the result, waits for both (the outputs
+    # precede the answer they led to, a retry's announcement precedes its text).
+    attempt = background(_publish_then_claim, store, state, chain, outputs)
     deltas = DeltaWriter(store, state, attempt, chain)
     spec = effective_spec(agent.spec, session, turn)
     started = time.time()
@@ -442,29 +441,100 @@ def claim_attempt(store: Store, state: TurnState, chain: lifecycle.SeqChain | No
     raise TurnError("internal_error", "the model step was retried too many times")
 
 
-def record_outputs(
-    store: Store, state: TurnState, agent: Agent, iteration: int, session: Session, chain: lifecycle.SeqChain
-) -> Session:
-    """Publish and persist the completed calls of ``iteration`` with their outputs, in call order.
+def model_input(
+    store: Store, state: TurnState, agent: Agent, session: Session, chain: lifecycle.SeqChain
+) -> tuple[Session, list[ConversationItem], Append | None]:
+    """What the model call sees: the items through the session's ``last_seq`` (its cut), and the
+    outputs the turn resumes with, with the append that records them if it is still to be made.
 
-    Returns the session as it is after that append, for the model call's cut:
-    ``session`` itself moved on by the append when the append landed right
-    after it (nobody wrote in between, so nothing else of the row changed
-    through the log), else read afresh.
+    The outputs' append goes on while the model is called (``None``: nothing left to append), unless
+    it must land before the items are read (:func:`follows`); the returned session is then as after it.
     """
+    outputs = completed_calls(store, state, agent, state.iteration - 1) if state.iteration > 0 else None
+    anchor = None if outputs is None else _anchor_of(outputs)
+    items = store.list_items(
+        state.session_id, through_seq=session.last_seq, for_turn=True, pending_anchor=anchor
+    )
+    if outputs is None:
+        return session, items, None
+    if follows(items, outputs, state):
+        return session, items + conversation_items(outputs, after_seq=session.last_seq), outputs
+    session = record_outputs(store, outputs, session, chain)
+    return session, store.list_items(state.session_id, through_seq=session.last_seq, for_turn=True), None
+
+
+def completed_calls(store: Store, state: TurnState, agent: Agent, iteration: int) -> Append | None:
+    """The append that publishes and persists the completed calls of ``iteration``, in call order."""
     calls = store.list_calls(state.session_id, state.response_id, iteration=iteration)
     if not calls:
-        return session
+        return None
     missing = [c.call_id for c in calls if c.output is None]
     if missing:
         raise TurnError("internal_error", f"resumed with unanswered calls: {', '.join(missing)}")
     batch = lifecycle.turn_append(state, f"{state.response_id}:{iteration}:outputs")
     for call in calls:
         lifecycle.add_completed_call(batch, call, call.output or "", agent.name)
-    result = chain.append(store, batch)
+    return batch
+
+
+def follows(items: list[ConversationItem], outputs: Append, state: TurnState) -> bool:
+    """Whether the outputs' items, once appended, sort after every item already listed.
+
+    Items sort by their anchor, then their seq. The outputs are anchored where
+    the model made the calls; every item listed since then is this turn's own
+    (the model's text, anchored there too and published earlier), unless input
+    arrived meanwhile (anchored at its own, later seq) or the outputs' append
+    already landed (a retried step): then the outputs are appended first and
+    the items read after them, so the model sees them in the stored order.
+    """
+    anchor = _anchor_of(outputs)
+    if anchor is None:
+        return False
+    ids = {item.id for item in outputs.items}
+    return not any(
+        item.id in ids or (item.position > anchor and item.response_id != state.response_id) for item in items
+    )
+
+
+def _anchor_of(outputs: Append) -> int | None:
+    return min((item.anchor_seq for item in outputs.items if item.anchor_seq is not None), default=None)
+
+
+def conversation_items(outputs: Append, *, after_seq: int) -> list[ConversationItem]:
+    """The outputs' items as a read after their append (landing right after ``after_seq``) lists them."""
+    now = int(time.time())
+    return [
+        ConversationItem(
+            id=item.id,
+            type=item.type,  # type: ignore[arg-type]
+            response_id=item.response_id,
+            created_at=now,
+            data=item.data,
+            position=after_seq + 1 + item.event_index,
+        )
+        for item in outputs.items
+    ]
+
+
+def record_outputs(store: Store, outputs: Append, session: Session, chain: lifecycle.SeqChain) -> Session:
+    """Append the completed calls before the model call's cut, and return the session as it is after.
+
+    ``session`` itself moved on by the append when the append landed right
+    after it (nobody wrote in between, so nothing else of the row changed
+    through the log), else read afresh.
+    """
+    result = chain.append(store, outputs)
     if not result.duplicate and result.first_seq == session.last_seq + 1:
         return session.model_copy(update={"last_seq": result.last_seq})
-    return store.get_session(state.session_id)
+    return store.get_session(outputs.session_id)
+
+
+def _publish_then_claim(
+    store: Store, state: TurnState, chain: lifecycle.SeqChain, outputs: Append | None
+) -> int:
+    if outputs is not None:
+        chain.append(store, outputs)
+    return claim_attempt(store, state, chain)
 
 
 _POOL: ThreadPoolExecutor | None = None
@@ -507,6 +577,8 @@ class DeltaWriter:
         self._lock = threading.Lock()
 
     def add(self, delta: str) -> None:
+        """Buffer streamed text; the first batch written raises what the step's writes before it raised
+        (the outputs' append, the attempt's claim): the model call stops there."""
         if not delta:
             return
         with self._lock:

@@ -471,6 +471,7 @@ class EventLog(TableBase):
         through_seq: int | None = None,
         newest: int | None = None,
         for_turn: bool = False,
+        pending_anchor: int | None = None,
     ) -> list[ConversationItem]:
         """A session's items in order, optionally only those published by seq <= ``through_seq``.
 
@@ -479,9 +480,11 @@ class EventLog(TableBase):
         ``for_turn``: the caller is the session's running turn (see :class:`_TurnItems`): only what
         was published since this process last read the session's items is read, and the items are
         the ones handed out before (a model call's input is built from them, not written to them).
+        ``pending_anchor``: the caller still appends items anchored there, after this cut (a model
+        call's outputs, appended while the model is called): a later read must look from there.
         """
         if for_turn and through_seq is not None and newest is None:
-            rows = self._turn_items.read(self, session_id, through_seq)
+            rows = self._turn_items.read(self, session_id, through_seq, pending_anchor)
         else:
             rows = self._item_rows(session_id, through_seq=through_seq, newest=newest)
         return [row.item for row in rows]
@@ -558,7 +561,7 @@ class _ItemRow:
 @dataclass
 class _SessionItems:
     through: int  # every item published at seq <= through is in rows
-    floor: int  # the last cut a model call read: every item published later is anchored there or after
+    floor: int  # the last cut a model call read (or its pending outputs' anchor): later items anchor there or after
     rows: list[_ItemRow]
     size: int = 0  # the rows' bytes
 
@@ -589,7 +592,12 @@ class _TurnItems:
         self._sessions: OrderedDict[str, _SessionItems] = OrderedDict()
         self._bytes = 0  # what every held session's rows add up to
 
-    def read(self, log: EventLog, session_id: str, through_seq: int) -> list[_ItemRow]:
+    def read(
+        self, log: EventLog, session_id: str, through_seq: int, pending_anchor: int | None = None
+    ) -> list[_ItemRow]:
+        """The items through ``through_seq``; ``pending_anchor``: the reader's own items still to come
+        anchor there (earlier than this cut), so the floor a later read looks from goes down to it."""
+        floor = through_seq if pending_anchor is None else min(through_seq, pending_anchor)
         with self._lock:
             known = self._sessions.get(session_id)
         if known is None or known.through > through_seq:
@@ -606,7 +614,7 @@ class _TurnItems:
         with self._lock:
             current = self._sessions.get(session_id)
             if len(rows) <= self.MAX_ITEMS and (current is None or current.through <= through_seq):
-                self._hold(session_id, _SessionItems(through_seq, through_seq, rows, _size(rows)))
+                self._hold(session_id, _SessionItems(through_seq, floor, rows, _size(rows)))
         return rows
 
     def appended(self, session_id: str, before: int, rows_after: tuple[int, list[_ItemRow]]) -> None:
