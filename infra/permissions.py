@@ -47,7 +47,8 @@ refuses to synthesize a function whose access nobody decided.
     dead execution (a transaction: PutItem, UpdateItem, ConditionCheckItem). Its schedule repair
     pass reads the sparse ``due_schedules`` index (Query) and the task (GetItem), records missed
     runs (PutItem, conditional on their absence) and moves the task on (PutItem, conditional on its
-    revision). Never deletes.
+    revision). In the cloud it also reads the ``idle#`` entries of that index and stops each idle
+    interpreter session (the hosted environment row: GetItem, UpdateItem). Never deletes.
 
   Nobody gets Scan: only the operator's ``skyloop token list`` (own
   credentials) and the local stack's TTL sweep scan the table.
@@ -60,7 +61,8 @@ refuses to synthesize a function whose access nobody decided.
 * ``BLOB_ACCESS``: S3 actions on the blob bucket (``SKYLOOP_BLOB_BUCKET``: texts over 32 KB, and
   session files), by key prefix. ``skyloop.store.blobs`` writes content-addressed objects under
   ``sessions/<id>/`` (events, items, call outputs) and ``agents/<id>/`` (specs, MCP listings);
-  session files live under ``files/``. Readers (``stream``, ``reconcile_turns``) may only get;
+  session files live under ``files/``. Readers (``stream``) may only get; ``reconcile_turns`` also
+  puts (a workspace snapshot before it stops an idle interpreter session);
   the turn steps get and put (appends and outputs; an MCP listing under ``agents/``) but never
   delete; the ``api`` also deletes and lists, because deleting a session deletes its prefix
   (ListObjectsV2 + DeleteObjects, which IAM authorizes as ``s3:DeleteObject`` per key) and
@@ -206,7 +208,7 @@ BLOB_ACCESS: dict[str, BlobAccess] = {
     "stream": _READ,
     "turn": _READ_WRITE,
     "run_tool": _READ_WRITE,
-    "reconcile_turns": _READ,
+    "reconcile_turns": _READ_WRITE,  # stopping an idle interpreter session snapshots its workspace first
     "schedule_run": _READ_WRITE,  # a run's first message (a long prompt goes to the bucket), the agent's spec
     "live": _READ,  # a replay reads events whose payload lives in the bucket
     "push_fanout": _READ,  # as does a new event's
@@ -250,8 +252,10 @@ SECRET_ACCESS: dict[str, SecretAccess] = {
 # (infra/constructs/environments.py; skyloop.environments.agentcore): run_tool runs hosted calls (starts a
 # session's interpreter session, invokes its tools, stops the one it started when another call's won the
 # race); turn snapshots the workspace at a turn's end (invokes the session it has, never starts one);
-# api forks (snapshots the source first) and deletes (stops the session's). The files API reads snapshots
-# from the bucket (its sessions/ grant).
+# api forks (snapshots the source first) and deletes (stops the session's); reconcile_turns stops the
+# interpreter sessions idle past SKYLOOP_HOSTED_IDLE_S (snapshots each first); run_tool also moves a session
+# past ROTATE_AFTER_S to a new one (snapshot, stop, start). The files API reads snapshots from the bucket
+# (its sessions/ grant).
 HOSTED_ACCESS: dict[str, tuple[str, ...]] = {
     "run_tool": (
         "bedrock-agentcore:StartCodeInterpreterSession",
@@ -260,4 +264,8 @@ HOSTED_ACCESS: dict[str, tuple[str, ...]] = {
     ),
     "turn": ("bedrock-agentcore:InvokeCodeInterpreter",),
     "api": ("bedrock-agentcore:InvokeCodeInterpreter", "bedrock-agentcore:StopCodeInterpreterSession"),
+    "reconcile_turns": (
+        "bedrock-agentcore:InvokeCodeInterpreter",
+        "bedrock-agentcore:StopCodeInterpreterSession",
+    ),
 }

@@ -75,7 +75,8 @@ class AgentCoreFake:
 
     # ------------------------------------------------------------------------------ control
     def expire(self, session_id: str) -> None:
-        """What AgentCore does to a session idle past its timeout: it is gone, its files with it."""
+        """What AgentCore does to a session past its timeout (its lifetime), or stopped: it is gone, its
+        files with it."""
         with self.lock:
             found = self.sessions.pop(session_id, None)
         if found is not None:
@@ -155,6 +156,9 @@ class AgentCoreFake:
 
     def _session(self, params: dict[str, Any]) -> FakeSession | None:
         found = self.sessions.get(params["sessionId"])
+        if found is not None and time.time() - found.created_at >= found.timeout_s:
+            self.expire(found.id)  # sessionTimeoutSeconds is a lifetime, "regardless of ongoing activity"
+            return None
         return (
             found if found is not None and found.interpreter == params["codeInterpreterIdentifier"] else None
         )

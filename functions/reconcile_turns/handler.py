@@ -1,5 +1,6 @@
 """Scheduled function: one reconciler pass over the running sessions (see skyloop.turns.reconcile), then
-the scheduled tasks' repair pass (skyloop.schedules.repair); hourly, ``{"job": "orphan_schedules"}``
+the scheduled tasks' repair pass (skyloop.schedules.repair) and, in the cloud, the stop of idle interpreter
+sessions (skyloop.environments.agentcore); hourly, ``{"job": "orphan_schedules"}``
 deletes the schedules whose task is gone instead."""
 
 from typing import Any
@@ -31,7 +32,20 @@ def handler(event: dict, context: LambdaContext) -> dict:  # noqa: ARG001  (Lamb
         "resumed": report.resumed,
         "reset": report.reset,
         "schedules": _repair_schedules(),
+        "interpreters_stopped": _stop_idle_interpreters(),
     }
+
+
+def _stop_idle_interpreters() -> int | None:
+    """Stop the interpreter sessions idle past SKYLOOP_HOSTED_IDLE_S (None where hosted tools run locally)."""
+    if deps.get_settings().hosted_engine != "agentcore":
+        return None
+    from skyloop.environments import service
+
+    stopped = service.stop_idle() or []
+    if stopped:
+        logger.info("idle interpreter sessions stopped", extra={"sessions": stopped})
+    return len(stopped)
 
 
 def _repair_schedules() -> dict[str, Any] | None:

@@ -77,8 +77,8 @@ class Settings(BaseModel):
     # ("local": directories under workspaces_dir, commands in bubblewrap, as skyloop dev runs them;
     # "agentcore": an AgentCore Code Interpreter session per skyloop session, snapshotted to the blob
     # bucket), the data directory a local sandbox hides, a workspace's size cap, the interpreter, and how
-    # long an idle interpreter session is kept before AgentCore stops it (its files come back from the
-    # snapshot).
+    # long an interpreter session may go without a command or write before the reconciler stops it (its
+    # workspace snapshotted first; its files come back from the snapshot at the next call).
     hosted_engine: Literal["local", "agentcore"] = Field(default="local", alias="SKYLOOP_HOSTED_ENGINE")
     workspaces_dir: str | None = Field(default=None, min_length=1, alias="SKYLOOP_WORKSPACES_DIR")
     data_dir: str | None = Field(default=None, min_length=1, alias="SKYLOOP_DATA_DIR")

@@ -1025,7 +1025,13 @@ def test_a_client_tool_turn_runs_through_the_built_handlers(
 
     # And the scheduled reconciler, run the same way, finds nothing stranded
     report = artifacts.invoke("reconcile_turns", artifacts.scheduled_event())
-    assert report == {"checked": 0, "resumed": [], "reset": [], "schedules": NO_SCHEDULE_REPAIR}
+    assert report == {
+        "checked": 0,
+        "resumed": [],
+        "reset": [],
+        "schedules": NO_SCHEDULE_REPAIR,
+        "interpreters_stopped": 0,
+    }
 
 
 def _all_events(store: Any, session_id: str) -> list[Any]:
@@ -1301,7 +1307,13 @@ def test_the_scheduled_reconciler_resets_a_turn_without_execution_and_wakes_a_pa
 
     # Then one pass checked both: it reset the turn without an execution and woke the parked one
     assert reports == [
-        {"checked": 2, "resumed": [parked], "reset": [stranded], "schedules": NO_SCHEDULE_REPAIR}
+        {
+            "checked": 2,
+            "resumed": [parked],
+            "reset": [stranded],
+            "schedules": NO_SCHEDULE_REPAIR,
+            "interpreters_stopped": 0,
+        }
     ]
     (run,) = [i for i in artifacts.log[mark:] if i.function == "reconcile_turns"]
     assert run.package_file

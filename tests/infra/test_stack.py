@@ -171,7 +171,7 @@ BLOB_READ_WRITE = BLOB_READ | {"s3:PutObject"}
 EXPECTED_BLOB_ACTIONS = {
     "api": BLOB_READ_WRITE | {"s3:DeleteObject"},
     "stream": BLOB_READ,
-    RECONCILER.name: BLOB_READ,
+    RECONCILER.name: BLOB_READ_WRITE,  # an idle interpreter session's workspace is snapshotted before its stop
     **{name: BLOB_READ_WRITE for name in STEP_NAMES},
     "live": BLOB_READ,  # a replayed event's payload may live in the bucket
     "push_fanout": BLOB_READ,  # and a new one's

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from skyloop import deps, sessions
+from skyloop.environments import agentcore, service
 from skyloop.models.agent import AgentSpec
-from skyloop.store import keys
+from skyloop.store import codec, keys
 from tests.agentcore_fake import PUBLIC_ID, SANDBOX_ID, AgentCoreFake
 
 if TYPE_CHECKING:
@@ -81,7 +83,7 @@ def run_turn(aws: Stack, api: Api, session_id: str, text: str = "go") -> None:
     assert api.post_message(session_id, text).status == 202
     aws.wait_for_event(
         session_id,
-        lambda e: e.seq > before and e.type == "session.status" and e.data["status"] == "idle",
+        lambda e: e.seq > before and e.type == "session.status" and e.data["status"] in ("idle", "failed"),
         what="the turn's end",
     )
 
@@ -197,3 +199,140 @@ def test_a_long_command_is_a_started_task_the_state_machine_polls(
     assert outputs(aws, session.id)["long"] == "ended"
     assert fake.tool_calls("startCommandExecution")
     assert fake.tool_calls("getTask")
+
+
+def idle_later(times: int = 1) -> int:
+    """A time at which every interpreter session used until now counts as idle (``times`` over)."""
+    return int(time.time()) + times * (deps.get_settings().hosted_idle_s + 1)
+
+
+def test_an_idle_interpreter_session_is_stopped_after_a_snapshot_and_comes_back_as_it_was_left(
+    aws: Stack, api: Api, mock_llm: MockLLM, fake: AgentCoreFake
+) -> None:
+    # Given a session whose environment has a file and a setup, and a turn that changes the workspace
+    # (a mode, a link, an empty directory, the environment's file) and then fails (no end-of-turn snapshot)
+    key = mock_llm.script(
+        {
+            "tool_calls": [
+                call(
+                    "b",
+                    "Bash",
+                    command=(
+                        "printf 'echo run\\n' > run.sh && chmod 750 run.sh && ln -s run.sh link "
+                        "&& mkdir -p empty && echo v2 > notes.txt"
+                    ),
+                )
+            ]
+        },
+        {"error": "boom", "status_code": 400},
+        {
+            "tool_calls": [
+                call(
+                    "c",
+                    "Bash",
+                    command="stat -c %a run.sh; readlink link; test -d empty && echo dir; cat notes.txt setup.log",
+                )
+            ]
+        },
+        {"text": "ok"},
+    )
+    session = hosted_session(
+        aws,
+        key,
+        files=[{"path": "notes.txt", "content": "v1\n"}],
+        setup=["echo ran >> setup.log"],
+    )
+    run_turn(aws, api, session.id)
+    assert aws.store.get_session(session.id).status == "failed"
+    (first,) = fake.sessions
+    starts = [p for op, p in fake.calls if op == "StartCodeInterpreterSession"]
+    assert [p["sessionTimeoutSeconds"] for p in starts] == [agentcore.LIFETIME_S]  # a lifetime, not idle time
+
+    # When the reconciler's pass runs before the session has been idle long enough, nothing stops
+    engine = service.engine()
+    assert session.id not in engine.stop_idle()  # type: ignore[attr-defined]
+    assert first in fake.sessions
+    # and once it has been idle that long, the interpreter session is snapshotted, then stopped
+    assert session.id in engine.stop_idle(now=idle_later())  # type: ignore[attr-defined]
+    assert first not in fake.sessions
+    snapshot = manifest(aws, session.id)
+    assert snapshot["run.sh"]["mode"] == 0o750
+    assert snapshot["link"] == {"link": "run.sh"}
+    assert snapshot["empty"]["dir"] is True
+    assert session.id not in engine.stop_idle(now=idle_later())  # type: ignore[attr-defined]  # once
+
+    # Then the next turn gets its workspace back as it was left, with the setup run again in the new
+    # interpreter session and the environment's file not written over
+    run_turn(aws, api, session.id, "again")
+    assert outputs(aws, session.id)["c"] == "750\nrun.sh\ndir\nv2\nran\nran"
+    assert len(fake.sessions) == 1
+    assert first not in fake.sessions
+
+
+def test_an_interpreter_session_is_not_stopped_while_its_session_runs_or_a_call_changed_it_since_the_snapshot(
+    aws: Stack, api: Api, mock_llm: MockLLM, fake: AgentCoreFake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a session whose turn runs a command that takes a while
+    key = mock_llm.script(
+        {"tool_calls": [call("slow", "Bash", command="sleep 4; echo slept")]},
+        {"text": "ok"},
+    )
+    session = hosted_session(aws, key)
+    before = aws.store.get_session(session.id).last_seq
+    assert api.post_message(session.id, "go").status == 202
+    deadline = time.monotonic() + 60
+    while not any("sleep 4" in p["arguments"]["command"] for p in fake.tool_calls("executeCommand")):
+        assert time.monotonic() < deadline, "the command never started"
+        time.sleep(0.05)
+    engine = service.engine()
+    # When the reconciler's pass finds it due while the turn runs, Then it is not stopped
+    assert session.id not in engine.stop_idle(now=idle_later())  # type: ignore[attr-defined]
+    (first,) = fake.sessions
+    aws.wait_for_event(
+        session.id,
+        lambda e: e.seq > before and e.type == "session.status" and e.data["status"] == "idle",
+        what="the turn's end",
+    )
+    assert outputs(aws, session.id)["slow"] == "slept"
+
+    # And when a call counts a change between the stop's snapshot and the stop, the session goes on
+    snapshot = engine.snapshot  # type: ignore[attr-defined]
+
+    def snapshot_then_a_call(session_id: str) -> int:
+        done = snapshot(session_id)
+        assert engine.count_change(session_id, first)  # type: ignore[attr-defined]
+        return done
+
+    monkeypatch.setattr(engine, "snapshot", snapshot_then_a_call)
+    # (the pass during the turn moved its idle time on: later passes are past that)
+    assert session.id not in engine.stop_idle(now=idle_later(3))  # type: ignore[attr-defined]
+    assert first in fake.sessions
+    monkeypatch.setattr(engine, "snapshot", snapshot)
+    assert session.id in engine.stop_idle(now=idle_later(3))  # type: ignore[attr-defined]
+    assert first not in fake.sessions
+
+
+def test_a_session_near_its_interpreters_lifetime_moves_to_a_new_one_with_its_files(
+    aws: Stack, api: Api, mock_llm: MockLLM, fake: AgentCoreFake
+) -> None:
+    key = mock_llm.script(
+        {"tool_calls": [call("w", "Bash", command="echo kept > a.txt")]},
+        {"text": "ok"},
+        {"tool_calls": [call("r", "Bash", command="cat a.txt")]},
+        {"text": "ok"},
+    )
+    session = hosted_session(aws, key)
+    run_turn(aws, api, session.id)
+    (first,) = fake.sessions
+    # Given an interpreter session started longer ago than skyloop keeps using one
+    deps.client("dynamodb").update_item(
+        TableName=aws.table_name,
+        Key=codec.to_item(keys.environment_key(session.id)),
+        UpdateExpression="SET started_at = :t",
+        ExpressionAttributeValues={":t": codec.attr(int(time.time()) - agentcore.ROTATE_AFTER_S - 1)},
+    )
+    # When the next call runs, Then it runs in a new one, with the workspace, and the old one is stopped
+    run_turn(aws, api, session.id, "again")
+    assert outputs(aws, session.id)["r"] == "kept"
+    assert first not in fake.sessions
+    assert len(fake.sessions) == 1

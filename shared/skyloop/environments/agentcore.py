@@ -4,9 +4,15 @@ The stack deploys two custom code interpreters (``infra/constructs/environments.
 network mode ``SANDBOX`` for ``network: none`` and ``PUBLIC`` for ``network: public``,
 each with an execution role that can read nothing of the stack (not the table,
 the secrets nor the blob bucket). A skyloop session's first hosted call starts an
-interpreter session (``StartCodeInterpreterSession``, its timeout the idle time
-``SKYLOOP_HOSTED_IDLE_S``: AgentCore stops it when nothing ran for that long) and
-records it in the session's ``ENVIRONMENT`` row; later calls reuse it.
+interpreter session (``StartCodeInterpreterSession``) and records it in the
+session's ``ENVIRONMENT`` row; later calls reuse it. AgentCore's
+``sessionTimeoutSeconds`` is a lifetime ("regardless of ongoing activity"), not
+an idle time: sessions are started for the longest one (8 hours), a call past
+:data:`ROTATE_AFTER_S` moves the workspace to a new session first (so no call
+meets the end), and skyloop stops a session itself once it has been idle for
+``SKYLOOP_HOSTED_IDLE_S`` (:meth:`AgentCoreEngine.stop_idle`, on the reconciler's
+schedule; each command or write moves the row's entry in the ``due_schedules``
+index on).
 
 Tools go through ``InvokeCodeInterpreter``: ``executeCommand`` for commands and for
 Glob/Grep (:mod:`skyloop.environments.search` run by ``python3``), ``readFiles`` and
@@ -16,17 +22,25 @@ Glob/Grep (:mod:`skyloop.environments.search` run by ``python3``), ``readFiles``
 **The workspace outlives the interpreter session.** At the end of each turn
 (:func:`snapshot`) the files that changed since the last snapshot (by SHA-256)
 are read and put, content-addressed, under ``sessions/<id>/workspace/`` in the
-blob bucket, with a manifest. When a session's interpreter session is gone
-(stopped when idle, expired, the 8-hour limit) the next call starts a new one
-and writes the manifest's files back before it runs: a session idle for a week
-resumes with its files, and meanwhile it costs only its snapshot in S3. Fork copies
-the snapshot; delete stops the interpreter session (the snapshot goes with the
-session's prefix). The files API lists and downloads from the snapshot.
+blob bucket, with a manifest (each file's mode, symbolic links and empty
+directories included). When a session's interpreter session is gone (stopped
+when idle, rotated, expired) the next call starts a new one, writes the
+manifest's files back and runs the environment's ``setup`` again (what it
+installed outside ``/workspace`` went with the old session; the ``files`` are
+written once, at the first call): a session idle for a week resumes with its
+files, and meanwhile it costs only its snapshot in S3. Stopping a session
+(idle, rotation) snapshots it first, so a failed or cancelled turn's changes are
+kept too, and it goes ahead only if no call counted a change since that snapshot
+(a call counts its change on the row, conditionally on the session it uses,
+before it runs). Fork copies the snapshot; delete stops the interpreter session
+(the snapshot goes with the session's prefix). The files API lists and downloads
+from the snapshot.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import inspect
 import json
@@ -44,6 +58,10 @@ ROOT = WORKSPACE
 GONE = ("ResourceNotFoundException", "ValidationException", "ConflictException")  # a session no longer there
 MANIFEST = "manifest.json"
 WRITE_BATCH = 50  # files per writeFiles while restoring
+LIFETIME_S = 28_800  # AgentCore's longest interpreter session (its sessionTimeoutSeconds is a lifetime)
+ROTATE_AFTER_S = (
+    LIFETIME_S - 7_200
+)  # older than this, a call moves to a new session first: no call outlives it
 SNAPSHOT_BATCH = 20  # files per readFiles while snapshotting
 
 
@@ -84,8 +102,11 @@ class AgentCoreSandbox:
         record = self.engine.record(self.session_id)
         current = record.get("interpreter_session")
         if current and not fresh and record.get("network") == self.network:
-            self._interpreter_session = str(current)
-            return self._interpreter_session
+            aged = time.time() - float(record.get("started_at") or 0) > ROTATE_AFTER_S
+            if not (aged and self.restart and self.engine.retire(self.session_id, record)):
+                self._interpreter_session = str(current)
+                return self._interpreter_session
+            current = None  # retired: its files are in the snapshot the new one starts from
         if not self.restart:
             raise InterpreterError("ResourceNotFoundException", "the session has no interpreter session")
         started = self.engine.start(self.network, self.session_id)
@@ -200,10 +221,16 @@ class AgentCoreSandbox:
         self.engine.write_files({path: data}, invoke=self._invoke)
 
     def _changing(self) -> None:
-        """Count a change the next snapshot takes (once per call: commands and writes may change files)."""
-        if not self._marked and self.restart:
-            self.engine.count_change(self.session_id)
-            self._marked = True
+        """Count a change the next snapshot takes (once per call: commands and writes may change files),
+        on the interpreter session the call runs in: one stopped or replaced meanwhile is not used."""
+        if self._marked or not self.restart:
+            return
+        for _ in (0, 1):
+            if self.engine.count_change(self.session_id, self._session(fresh=False)):
+                self._marked = True
+                return
+            self._interpreter_session = None  # stopped (idle) or replaced since it was read: read again
+        raise SandboxError("the interpreter session changed twice while a call started; try again")
 
     def _used_bytes(self) -> int:
         result = self.run(f"du -sb {ROOT} 2>/dev/null | cut -f1", timeout_s=30, env={})
@@ -222,15 +249,20 @@ class AgentCoreSandbox:
     def manifest_now(self) -> dict[str, dict[str, Any]]:
         """Every file of the workspace with its SHA-256, size and modification time, as it is now."""
         script = (
-            "import hashlib,json,os\n"
+            "import hashlib,json,os,stat\n"
             f"r={ROOT!r}\nout={{}}\n"
             "for d,ds,fs in os.walk(r):\n"
-            " for n in fs:\n"
+            " rel=os.path.relpath(d,r)\n"
+            " if rel!='.' and not ds and not fs: out[rel]={'dir':True,'mode':stat.S_IMODE(os.stat(d).st_mode)}\n"
+            " for n in ds+fs:\n"
             "  p=os.path.join(d,n)\n"
-            "  if os.path.islink(p) or not os.path.isfile(p): continue\n"
+            "  if os.path.islink(p):\n"
+            "   out[os.path.relpath(p,r)]={'link':os.readlink(p)}; continue\n"
+            "  if n in ds or not os.path.isfile(p): continue\n"
             "  h=hashlib.sha256(open(p,'rb').read()).hexdigest()\n"
             "  s=os.stat(p)\n"
-            "  out[os.path.relpath(p,r)]={'sha256':h,'bytes':s.st_size,'modified_at':s.st_mtime}\n"
+            "  out[os.path.relpath(p,r)]={'sha256':h,'bytes':s.st_size,'modified_at':s.st_mtime,"
+            "'mode':stat.S_IMODE(s.st_mode)}\n"
             "print(json.dumps(out))\n"
         )
         result = self.run(f"python3 -c {shlex.quote(script)}", timeout_s=120, env={})
@@ -318,7 +350,7 @@ class AgentCoreEngine:
             answer = self._client("bedrock-agentcore").start_code_interpreter_session(
                 codeInterpreterIdentifier=self._interpreter(network),
                 name=f"skyloop-{session_id}"[:100],
-                sessionTimeoutSeconds=self.idle_s,
+                sessionTimeoutSeconds=LIFETIME_S,
             )
         except ClientError as exc:
             raise _error(exc.response.get("Error", {}).get("Code", ""), str(exc)) from None
@@ -339,10 +371,12 @@ class AgentCoreEngine:
         from skyloop.store import codec, keys
 
         client = self._client("dynamodb")
+        now = int(time.time())
         values = {
             ":s": codec.attr(interpreter_session),
             ":n": codec.attr(network),
-            ":t": codec.attr(int(time.time())),
+            ":t": codec.attr(now),
+            **self._idle_values(session_id, now),
         }
         if replacing:
             condition, values[":old"] = "interpreter_session = :old", codec.attr(str(replacing))
@@ -352,7 +386,10 @@ class AgentCoreEngine:
             client.update_item(
                 TableName=self.table,
                 Key=codec.to_item(keys.environment_key(session_id)),
-                UpdateExpression="SET interpreter_session = :s, network = :n, started_at = :t",
+                UpdateExpression=(
+                    "SET interpreter_session = :s, network = :n, started_at = :t, #dk = :dk, #da = :da"
+                ),
+                ExpressionAttributeNames=self._idle_names(),
                 ConditionExpression=condition,
                 ExpressionAttributeValues=values,
             )
@@ -377,6 +414,15 @@ class AgentCoreEngine:
         return bool(self.record(session_id))
 
     def is_ready(self, session_id: str) -> bool:
+        """The setup ran in the session's current interpreter session (a new one runs it again), and
+        that session is not due to be rotated (the setup then runs in the one that replaces it)."""
+        record = self.record(session_id)
+        current = record.get("interpreter_session")
+        young = time.time() - float(record.get("started_at") or 0) <= ROTATE_AFTER_S
+        return bool(current) and record.get("ready_in") == current and young
+
+    def is_seeded(self, session_id: str) -> bool:
+        """The environment's files were written once (a restored workspace has them, as they were left)."""
         return bool(self.record(session_id).get("ready"))
 
     def task_record(self, session_id: str, task: str) -> dict[str, Any]:
@@ -394,15 +440,43 @@ class AgentCoreEngine:
             ExpressionAttributeValues={":v": codec.attr(json.dumps(value))},
         )
 
-    def count_change(self, session_id: str) -> None:
+    def count_change(self, session_id: str, interpreter_session: str) -> bool:
+        """Count a change on ``interpreter_session`` and move its idle time on; False if the session's
+        interpreter session is another one now (stopped or replaced since it was read)."""
         from skyloop.store import codec, keys
 
-        self._client("dynamodb").update_item(
-            TableName=self.table,
-            Key=codec.to_item(keys.environment_key(session_id)),
-            UpdateExpression="ADD changes :one",
-            ExpressionAttributeValues={":one": codec.attr(1)},
-        )
+        client = self._client("dynamodb")
+        try:
+            client.update_item(
+                TableName=self.table,
+                Key=codec.to_item(keys.environment_key(session_id)),
+                UpdateExpression="ADD changes :one SET #dk = :dk, #da = :da",
+                ConditionExpression="interpreter_session = :s",
+                ExpressionAttributeNames=self._idle_names(),
+                ExpressionAttributeValues={
+                    ":one": codec.attr(1),
+                    ":s": codec.attr(interpreter_session),
+                    **self._idle_values(session_id, int(time.time())),
+                },
+            )
+        except client.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
+    @staticmethod
+    def _idle_names() -> dict[str, str]:
+        from skyloop.store import keys
+
+        return {"#dk": keys.DUE_KEY, "#da": keys.DUE_AT_KEY}
+
+    def _idle_values(self, session_id: str, now: int) -> dict[str, Any]:
+        """The ``due_schedules`` entry of an interpreter session used at ``now``: due once idle that long."""
+        from skyloop.store import codec, keys
+
+        return {
+            ":dk": codec.attr(keys.idle_index_value(session_id)),
+            ":da": codec.attr(keys.due_at_value(now + self.idle_s, session_id)),
+        }
 
     def _snapshotted(self, session_id: str, changes: int) -> None:
         from skyloop.store import codec, keys
@@ -415,6 +489,25 @@ class AgentCoreEngine:
         )
 
     def mark_ready(self, session_id: str) -> None:
+        """The files are written and the setup ran, in the interpreter session the row names now."""
+        from skyloop.store import codec, keys
+
+        client = self._client("dynamodb")
+        key = codec.to_item(keys.environment_key(session_id))
+        current = self.record(session_id).get("interpreter_session")
+        if not current:  # nothing ran yet (no files, no setup): the first call's session runs the setup
+            self._seed(session_id)
+            return
+        with contextlib.suppress(client.exceptions.ConditionalCheckFailedException):  # replaced: not ready
+            client.update_item(
+                TableName=self.table,
+                Key=key,
+                UpdateExpression="SET ready = :t, ready_in = :s",
+                ConditionExpression="interpreter_session = :s",
+                ExpressionAttributeValues={":t": codec.attr(True), ":s": codec.attr(str(current))},
+            )
+
+    def _seed(self, session_id: str) -> None:
         from skyloop.store import codec, keys
 
         self._client("dynamodb").update_item(
@@ -424,6 +517,94 @@ class AgentCoreEngine:
             ExpressionAttributeValues={":t": codec.attr(True)},
         )
 
+    # ---------------------------------------------------------------------------------- idle sessions
+    def retire(self, session_id: str, record: dict[str, Any]) -> bool:
+        """Snapshot the session's interpreter session and stop it, unless a call counted a change since
+        the snapshot (it goes on in it); True once stopped (the next call starts one and restores)."""
+        from skyloop.store import codec, keys
+
+        current = record.get("interpreter_session")
+        if not current:
+            return True
+        self.snapshot(session_id)
+        client = self._client("dynamodb")
+        try:
+            client.update_item(
+                TableName=self.table,
+                Key=codec.to_item(keys.environment_key(session_id)),
+                UpdateExpression="REMOVE interpreter_session, ready_in, #dk, #da",
+                ConditionExpression=(
+                    "interpreter_session = :s AND (attribute_not_exists(changes) OR changes = snapshotted)"
+                ),
+                ExpressionAttributeNames=self._idle_names(),
+                ExpressionAttributeValues={":s": codec.attr(str(current))},
+            )
+        except client.exceptions.ConditionalCheckFailedException:
+            return False
+        self.stop(str(record.get("network") or "none"), str(current))
+        return True
+
+    def stop_idle(self, now: int | None = None) -> list[str]:
+        """Stop the interpreter sessions idle for ``SKYLOOP_HOSTED_IDLE_S`` (their workspace snapshotted
+        first) whose skyloop session runs no turn; the skyloop sessions whose one was stopped."""
+        from skyloop.store import codec, keys
+
+        now = int(time.time()) if now is None else now
+        bound = keys.due_at_value(now, "g")  # "g" sorts after every hex id: the whole second counts
+        client = self._client("dynamodb")
+        stopped: list[str] = []
+        for shard in keys.RUNNING_SHARDS:
+            pages = client.get_paginator("query").paginate(
+                TableName=self.table,
+                IndexName=keys.INDEX_DUE,
+                KeyConditionExpression="#dk = :v AND #da <= :bound",
+                ExpressionAttributeNames=self._idle_names(),
+                ExpressionAttributeValues={":v": codec.attr(f"idle#{shard}"), ":bound": codec.attr(bound)},
+            )
+            for page in pages:
+                for raw in page.get("Items", []):
+                    session_id = str(codec.from_item(raw)[keys.PK]).removeprefix("SESSION#")
+                    try:
+                        if self._stop_if_idle(session_id, now, bound):
+                            stopped.append(session_id)
+                    except Exception:  # one session's failure stops no other's
+                        from skyloop.observability import logger
+
+                        logger.exception("an idle interpreter session could not be stopped")
+        return stopped
+
+    def _stop_if_idle(self, session_id: str, now: int, bound: str) -> bool:
+        from skyloop.store import codec, keys
+
+        record = self.record(session_id)  # the index is eventually consistent: the row decides
+        current = record.get("interpreter_session")
+        if not current or str(record.get(keys.DUE_AT_KEY) or "") > bound:
+            return False
+        session = self._client("dynamodb").get_item(
+            TableName=self.table,
+            Key=codec.to_item(keys.session_key(session_id)),
+            ProjectionExpression="#s",
+            ExpressionAttributeNames={"#s": "status"},
+            ConsistentRead=True,
+        )
+        if codec.from_item(session.get("Item", {})).get("status") == "running":  # a long command, a turn
+            client = self._client("dynamodb")
+            with contextlib.suppress(client.exceptions.ConditionalCheckFailedException):
+                client.update_item(
+                    TableName=self.table,
+                    Key=codec.to_item(keys.environment_key(session_id)),
+                    UpdateExpression="SET #da = :da",
+                    ConditionExpression="interpreter_session = :s",
+                    ExpressionAttributeNames={"#da": keys.DUE_AT_KEY},
+                    ExpressionAttributeValues={
+                        ":da": self._idle_values(session_id, now)[":da"],
+                        ":s": codec.attr(str(current)),
+                    },
+                )
+            return False
+        return self.retire(session_id, record)
+
+    # ---------------------------------------------------------------------------------- snapshots
     # ---------------------------------------------------------------------------------- snapshots
     def _manifest(self, session_id: str) -> dict[str, dict[str, Any]]:
         from skyloop.store import keys
@@ -457,10 +638,15 @@ class AgentCoreEngine:
             now = sandbox.manifest_now()
         except InterpreterError as exc:
             if exc.code in GONE:  # stopped meanwhile: what it held since the last snapshot is gone with it
+                self._snapshotted(session_id, changes)
                 return 0
             raise
         before = self._manifest(session_id)
-        changed = [p for p, meta in now.items() if before.get(p, {}).get("sha256") != meta["sha256"]]
+        changed = [
+            p
+            for p, meta in now.items()
+            if "sha256" in meta and before.get(p, {}).get("sha256") != meta["sha256"]
+        ]
         prefix = keys.workspace_blob_prefix(session_id)
         s3 = self._client("s3")
         for start in range(0, len(changed), SNAPSHOT_BATCH):
@@ -468,7 +654,7 @@ class AgentCoreEngine:
                 data = sandbox.read(path)
                 digest = hashlib.sha256(data).hexdigest()
                 s3.put_object(Bucket=self.bucket, Key=f"{prefix}blobs/{digest}", Body=data)
-        if changed or set(before) != set(now):
+        if now != before:
             s3.put_object(Bucket=self.bucket, Key=prefix + MANIFEST, Body=json.dumps(now).encode())
         self._snapshotted(session_id, changes)  # a change counted meanwhile stays for the next one
         return len(changed)
@@ -482,7 +668,11 @@ class AgentCoreEngine:
             return
         prefix = keys.workspace_blob_prefix(session_id)
         s3 = self._client("s3")
-        paths = sorted(manifest)
+        paths = sorted(p for p, meta in manifest.items() if "sha256" in meta)
+
+        def invoke(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+            return self.invoke(network, interpreter_session, name, arguments)
+
         for start in range(0, len(paths), WRITE_BATCH):
             files = {
                 p: s3.get_object(Bucket=self.bucket, Key=f"{prefix}blobs/{manifest[p]['sha256']}")[
@@ -490,9 +680,29 @@ class AgentCoreEngine:
                 ].read()
                 for p in paths[start : start + WRITE_BATCH]
             }
-            self.write_files(
-                files,
-                invoke=lambda name, arguments: self.invoke(network, interpreter_session, name, arguments),
+            self.write_files(files, invoke=invoke)
+        # writeFiles keeps no mode and makes no link or empty directory: one command puts them back
+        script = (
+            "import json,os,sys\n"
+            f"r={ROOT!r}\n"
+            "for p,m in sorted(json.loads(sys.argv[1]).items()):\n"
+            " q=os.path.join(r,p)\n"
+            " if 'link' in m:\n"
+            "  os.makedirs(os.path.dirname(q),exist_ok=True)\n"
+            "  if os.path.lexists(q): os.remove(q)\n"
+            "  os.symlink(m['link'],q); continue\n"
+            " if m.get('dir'): os.makedirs(q,exist_ok=True)\n"
+            " if 'mode' in m: os.chmod(q,m['mode'])\n"
+        )
+        shape = {p: {k: v for k, v in m.items() if k in ("link", "dir", "mode")} for p, m in manifest.items()}
+        result = invoke(
+            "executeCommand",
+            {"command": f"python3 -c {shlex.quote(script)} {shlex.quote(json.dumps(shape))}"},
+        )
+        code = (result.get("structuredContent") or {}).get("exitCode")
+        if result.get("isError") or code not in (0, None):
+            raise SandboxError(
+                f"the workspace's modes and links could not be restored: {_text(result)[:500]}"
             )
 
     def write_files(
@@ -528,8 +738,8 @@ class AgentCoreEngine:
                 CopySource={"Bucket": self.bucket, "Key": f"{source}blobs/{digest}"},
             )
         s3.put_object(Bucket=self.bucket, Key=target + MANIFEST, Body=json.dumps(manifest).encode())
-        if self.is_ready(source_id):
-            self.mark_ready(target_id)
+        if self.is_seeded(source_id):  # the fork's files came with the snapshot; its setup runs on first use
+            self._seed(target_id)
 
     def delete(self, session_id: str) -> None:
         """Stop the interpreter session (the snapshot and the row go with the session)."""
@@ -552,13 +762,14 @@ class AgentCoreEngine:
         return [
             WorkspaceEntry(path, int(meta.get("bytes", 0)), float(meta.get("modified_at", 0)))
             for path, meta in sorted(manifest.items())
+            if "sha256" in meta  # files; links and empty directories are kept, not listed
         ]
 
     def read(self, session_id: str, path: str) -> bytes:
         from skyloop.store import keys
 
         meta = self._manifest(session_id).get(path)
-        if meta is None or not self.bucket:
+        if meta is None or "sha256" not in meta or not self.bucket:
             raise FileNotFoundError(path)
         key = f"{keys.workspace_blob_prefix(session_id)}blobs/{meta['sha256']}"
         return bytes(self._client("s3").get_object(Bucket=self.bucket, Key=key)["Body"].read())

@@ -4,7 +4,10 @@ The first hosted call of a session makes its workspace: the environment's
 ``files`` are written and its ``setup`` commands run, in order, before the call
 runs; only then is the workspace marked ready, so a setup that failed (its
 output is the call's output) is tried again by the next call. Later calls, turns
-and restarts find it ready. The engine is the deployment's
+and restarts find it ready. In the cloud a new interpreter session (the old one
+stopped when idle, or rotated) gets the workspace back from its snapshot and runs
+the ``setup`` again; the ``files`` are not written again (the workspace has them
+as they were left). The engine is the deployment's
 (``SKYLOOP_HOSTED_ENGINE``: ``local`` on ``skyloop dev``, ``agentcore`` in the
 cloud).
 """
@@ -106,8 +109,12 @@ def prepared(
     with _setup_lock:  # two calls of one response may arrive at once in one environment
         if eng.is_ready(session.id):
             return sandbox, None
-        for item in environment.files:
-            sandbox.write(paths.relative(item.path), item.content.encode("utf-8"))
+        seeded = getattr(
+            eng, "is_seeded", None
+        )  # the cloud's new interpreter session: setup again, not files
+        if seeded is None or not seeded(session.id):
+            for item in environment.files:
+                sandbox.write(paths.relative(item.path), item.content.encode("utf-8"))
         for command in environment.setup:
             result = sandbox.run(command, timeout_s=SETUP_TIMEOUT_S, env=env)
             if result.timed_out or result.exit_code:
@@ -224,6 +231,13 @@ def snapshot(session_id: str, settings: Settings | None = None) -> None:
     keep = getattr(eng, "snapshot", None)
     if keep is not None:
         keep(session_id)
+
+
+def stop_idle(settings: Settings | None = None) -> list[str] | None:
+    """Stop the cloud's idle interpreter sessions (None where the engine keeps none: the local one)."""
+    eng = engine(settings)
+    stop = getattr(eng, "stop_idle", None)
+    return None if stop is None else list(stop())
 
 
 def deleter(session_id: str, settings: Settings | None = None) -> Callable[[], None]:

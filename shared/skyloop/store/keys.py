@@ -15,6 +15,7 @@ Key design (one table, ``pk``/``sk`` strings, two sparse GSIs)::
     pending call        SESSION#<id>        CALL#<response id>#<call id>
     fork link           SESSION#<parent>    CHILD#<child id>
     session file        SESSION#<id>        FILE#<file id>
+    hosted environment  SESSION#<id>        ENVIRONMENT                         due_schedules: idle#<id[0]> / <idle from:012>#<id> (cloud: while its interpreter session runs)
     file totals         SESSION#<id>        FILES                               (count and bytes of FILE# rows)
     MCP tool listing    AGENT#<id>          TOOLS#<server name>
     bearer token        TOKEN#<sha256>      TOKEN                               by_owner:      token#<owner> / <ts>#<id>
@@ -39,7 +40,9 @@ one agent name, or the sessions of one agent name, newest last;
 (key ``running#<first hex digit of the id>``, so 16 partitions), which the
 reconciler reads; ``due_schedules`` holds exactly the scheduled tasks that are
 active and have a next occurrence, by that occurrence (16 partitions, as
-above), which the local stack's scheduler reads to fire what is due. All are
+above), which the local stack's scheduler reads to fire what is due, and (``idle#``
+partitions) the cloud's interpreter sessions by when they count as idle, which
+the reconciler reads to stop them. All are
 sparse: a record is in an index only when it carries that index's key.
 
 A scheduled task and its runs share a partition, so a task's history is one
@@ -305,6 +308,11 @@ def due_index_value(task_id: str) -> str:
 
 def due_at_value(next_run_at: int, task_id: str) -> str:
     return f"{next_run_at:0{SEQ_WIDTH}d}#{task_id}"
+
+
+def idle_index_value(session_id: str) -> str:
+    """A session's interpreter session in the ``due_schedules`` index, due when it has been idle long enough."""
+    return f"idle#{session_id[:1]}"
 
 
 def environment_key(session_id: str) -> dict[str, str]:
