@@ -21,9 +21,10 @@ and a viewer-request function that fails or answers at the edge (``routing/edge-
 
 The routes are read from the code, so a new one is walked without a change here:
 the API function's (``skyloop.api.openapi.OPERATIONS``: skyloop's and omnigent's
-``/v1``, OpenAI's ``/openai/v1``, ``/api``, ``/health``) and the stream
-function's (its Starlette app: ``/v1/sessions/{id}/stream``, OpenAI's events
-stream). The viewer-request functions are run for real, in ``node``, with
+``/v1``, OpenAI's ``/openai/v1``, Claude Managed Agents' ``/anthropic/v1``,
+``/api``, ``/health``) and the stream function's (its Starlette app:
+``/v1/sessions/{id}/stream``, OpenAI's events stream, Claude's
+``/anthropic/v1/sessions/{id}/events/stream``). The viewer-request functions are run for real, in ``node``, with
 ``cloudfront``'s origin helpers recorded.
 """
 
