@@ -275,10 +275,10 @@ def check_routing(template: dict[str, Any], routes: list[Route] | None = None) -
     return out
 
 
-def _check_distribution(
-    template: dict[str, Any], lid: str, config: dict[str, Any], routes: list[Route]
-) -> list[Finding]:
-    origins = _origins(template, config)
+def _walk(
+    template: dict[str, Any], config: dict[str, Any], routes: list[Route]
+) -> list[tuple[Route, dict[str, Any], dict[str, Any]]]:
+    """Each route's behaviour (CloudFront's first match) and its viewer-request function's outcome."""
     behaviors = [*config.get("CacheBehaviors", []), {**config["DefaultCacheBehavior"], "PathPattern": "*"}]
     chosen = [
         (route, next(b for b in behaviors if path_matches(b["PathPattern"], route.path))) for route in routes
@@ -301,10 +301,35 @@ def _check_distribution(
             code, [_viewer_request(chosen[i][0].method, chosen[i][0].path) for i in indexes]
         )
         outcomes.update(zip(indexes, results, strict=True))
+    return [(route, behavior, outcomes.get(index, {})) for index, (route, behavior) in enumerate(chosen)]
+
+
+def reached_origins(template: dict[str, Any], routes: list[Route]) -> dict[tuple[str, str], Origin | None]:
+    """The origin each route (by method and declared path) leaves the edge for, in the template's one
+    distribution; None where it leaves for none (refused, answered at the edge, or misrouted)."""
+    (config,) = [
+        r["Properties"]["DistributionConfig"]
+        for r in template.get("Resources", {}).values()
+        if r.get("Type") == "AWS::CloudFront::Distribution"
+    ]
+    origins = _origins(template, config)
+    out: dict[tuple[str, str], Origin | None] = {}
+    for route, behavior, outcome in _walk(template, config, routes):
+        origin_id, failed = _edge_origin(behavior, outcome)
+        allowed = route.method in behavior.get("AllowedMethods", ["GET", "HEAD"])
+        reached = allowed and failed is None and not outcome.get("unreachable")
+        out[(route.method, route.template)] = origins.get(str(origin_id)) if reached else None
+    return out
+
+
+def _check_distribution(
+    template: dict[str, Any], lid: str, config: dict[str, Any], routes: list[Route]
+) -> list[Finding]:
+    origins = _origins(template, config)
     out = []
-    for index, (route, behavior) in enumerate(chosen):
+    for route, behavior, outcome in _walk(template, config, routes):
         where = f"{lid} {route.method} {route.template} (behaviour {behavior['PathPattern']!r})"
-        finding = _route_finding(route, behavior, outcomes.get(index, {}), origins)
+        finding = _route_finding(route, behavior, outcome, origins)
         if finding is not None:
             out.append(Finding(rule=finding[0], resource=where, message=finding[1]))
     return out

@@ -15,7 +15,7 @@ import pytest
 
 from infra import constants as C
 from infra.checks import check_template
-from infra.checks.routing import Route, check_routing, contract_routes, path_matches
+from infra.checks.routing import Route, check_routing, contract_routes, path_matches, reached_origins
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -59,6 +59,28 @@ def test_the_routes_walked_are_every_contracts(routes: list[Route]) -> None:
     by = {(r.method, r.template): r.function for r in routes}
     assert by[("GET", "/v1/sessions/{session_id}/stream")] == "stream"
     assert by[("POST", "/openai/v1/agents/sessions/<session_id>/events")] == "api"
+    # Claude Managed Agents' /anthropic/v1: its REST paths are the API's, its events stream the stream's
+    assert by[("POST", "/anthropic/v1/sessions")] == "api"
+    assert by[("POST", "/anthropic/v1/sessions/<session_id>/events")] == "api"
+    assert by[("GET", "/anthropic/v1/sessions/<session_id>/events")] == "api"
+    assert by[("POST", "/anthropic/v1/agents")] == "api"
+    assert by[("GET", "/anthropic/v1/sessions/{session_id}/events/stream")] == "stream"
+
+
+def test_claudes_routes_reach_their_origins(template_json: dict[str, Any], routes: list[Route]) -> None:
+    reached = reached_origins(template_json, routes)
+
+    def origin(method: str, path: str) -> tuple[str, str | None]:
+        found = reached[(method, path)]
+        assert found is not None, f"{method} {path} leaves the edge for no origin"
+        return found.kind, found.function
+
+    # the posts (bodies) reach the HTTP API, never the signed function URL
+    assert origin("POST", "/anthropic/v1/sessions") == ("http-api", "api")
+    assert origin("POST", "/anthropic/v1/sessions/<session_id>/events") == ("http-api", "api")
+    assert origin("GET", "/anthropic/v1/sessions/<session_id>/events") == ("http-api", "api")
+    # the events stream reaches the stream function's URL
+    assert origin("GET", "/anthropic/v1/sessions/{session_id}/events/stream") == ("function-url", "stream")
 
 
 def test_the_synthesized_stack_routes_every_request_to_a_function_that_answers_it(
