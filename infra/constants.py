@@ -179,7 +179,11 @@ LIFECYCLE_ITERATOR_AGE_MS = 60_000  # lifecycle events a minute behind the table
 CORS_API_METHODS = ("GET", "POST", "PATCH", "DELETE")  # the REST routes' methods
 CORS_API_HEADERS = ("authorization", "content-type", "idempotency-key")
 CORS_API_EXPOSE_HEADERS = ("x-request-id",)
-CORS_STREAM_METHODS = ("GET", "POST")  # POST: the OpenAI paths the stream function hands to the API
+# The function URL's CORS answers the preflight of every request on a stream path: OPTIONS stays on
+# the stream origin (STREAM_ORIGIN_METHODS) even when the request it asks for goes to the API. POST:
+# OpenAI's event post on .../events, whose preflight reaches the URL though the post itself reaches
+# the HTTP API (the stream behaviours' viewer-request function); no POST reaches the URL.
+CORS_STREAM_METHODS = ("GET", "POST")
 CORS_STREAM_HEADERS = (
     "authorization",
     "last-event-id",
@@ -204,7 +208,8 @@ ANTHROPIC_STREAM_PATH_PATTERNS = ("/anthropic/v1/sessions/*/events/stream",)
 # Every stream path of the compatible APIs, behind the same stream behaviour.
 COMPAT_STREAM_PATH_PATTERNS = (*OPENAI_STREAM_PATH_PATTERNS, *ANTHROPIC_STREAM_PATH_PATTERNS)
 # The methods the stream origin takes; any other goes to the API origin (they carry bodies).
-# skyloop.stream.app.STREAM_METHODS, which the local gateway routes by (a test holds them equal).
+# skyloop.stream.app.STREAM_METHODS, which the local gateway routes by (tests/infra/test_routing.py
+# holds them equal).
 STREAM_ORIGIN_METHODS = ("GET", "HEAD", "OPTIONS")
 # The distribution's origins, by id (the viewer-request function selects the API's by this id)
 API_ORIGIN_ID = "api"

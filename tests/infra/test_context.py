@@ -237,7 +237,7 @@ def test_cors_on_the_stream_url_allows_the_listed_origins(prod_template: dict[st
     cors = url["Properties"]["Cors"]
     # Then a browser may open the stream with its bearer token and resume with Last-Event-ID
     assert cors["AllowOrigins"] == list(ORIGINS)
-    assert cors["AllowMethods"] == ["GET", "POST"]  # POST: the OpenAI paths handed on to the API
+    assert cors["AllowMethods"] == ["GET", "POST"]  # POST: the preflight of OpenAI's event post
     assert set(cors["AllowHeaders"]) == {
         "authorization",
         "last-event-id",

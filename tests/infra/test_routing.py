@@ -83,6 +83,22 @@ def test_claudes_routes_reach_their_origins(template_json: dict[str, Any], route
     assert origin("GET", "/anthropic/v1/sessions/{session_id}/events/stream") == ("function-url", "stream")
 
 
+def test_the_edge_and_the_local_gateway_send_the_same_methods_to_the_stream_function() -> None:
+    # the viewer-request function keeps these on the function URL; skyloop dev's gateway routes by the other
+    from skyloop.stream.app import STREAM_METHODS
+
+    assert tuple(C.STREAM_ORIGIN_METHODS) == tuple(STREAM_METHODS)
+
+
+def test_the_stream_urls_cors_allows_every_method_whose_preflight_reaches_it(routes: list[Route]) -> None:
+    # A preflight (OPTIONS) on a stream path stays on the function URL even when the request it asks
+    # for goes on to the API (OpenAI's POST .../events): the URL's CORS must allow that method.
+    patterns = (C.STREAM_PATH_PATTERN, *C.COMPAT_STREAM_PATH_PATTERNS)
+    asked = {r.method for r in routes if any(path_matches(p, r.path) for p in patterns)} - {"HEAD", "OPTIONS"}
+    assert "POST" in asked
+    assert asked <= set(C.CORS_STREAM_METHODS)
+
+
 def test_the_synthesized_stack_routes_every_request_to_a_function_that_answers_it(
     template_json: dict[str, Any], routes: list[Route]
 ) -> None:
