@@ -177,7 +177,18 @@ LIFECYCLE_ITERATOR_AGE_MS = 60_000  # lifecycle events a minute behind the table
 # What a browser client sends and reads. Bearer tokens travel in Authorization, not cookies, so
 # credentials (cookies) stay disallowed.
 CORS_API_METHODS = ("GET", "POST", "PATCH", "DELETE")  # the REST routes' methods
-CORS_API_HEADERS = ("authorization", "content-type", "idempotency-key")
+# The SDKs' own headers too: a browser's preflight names every header the request will carry, and one
+# not allowed fails the request. OpenAI's sends OpenAI-Beta on /openai/v1; Anthropic's sends
+# anthropic-version and anthropic-beta on /anthropic/v1, and its key in x-api-key (a skyloop token there).
+CORS_API_HEADERS = (
+    "authorization",
+    "content-type",
+    "idempotency-key",
+    "openai-beta",
+    "anthropic-beta",
+    "anthropic-version",
+    "x-api-key",
+)
 CORS_API_EXPOSE_HEADERS = ("x-request-id",)
 # The function URL's CORS answers the preflight of every request on a stream path: OPTIONS stays on
 # the stream origin (STREAM_ORIGIN_METHODS) even when the request it asks for goes to the API. POST:
@@ -192,6 +203,7 @@ CORS_STREAM_HEADERS = (
     "openai-beta",
     "anthropic-beta",
     "anthropic-version",
+    "x-api-key",  # Anthropic's SDK's key on the Claude stream (skyloop.stream.anthropic reads it)
 )
 CORS_MAX_AGE_S = 600  # browsers cache a preflight answer this long
 

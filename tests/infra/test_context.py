@@ -246,8 +246,28 @@ def test_cors_on_the_stream_url_allows_the_listed_origins(prod_template: dict[st
         "openai-beta",
         "anthropic-beta",
         "anthropic-version",
+        "x-api-key",
     }
     assert cors["AllowCredentials"] is False
+
+
+def test_cors_allows_the_headers_the_compatible_apis_sdks_send(prod_template: dict[str, Any]) -> None:
+    # A browser preflight names every header the request carries; one not allowed fails the request.
+    (api,) = [
+        a
+        for a in resources(prod_template, "AWS::ApiGatewayV2::Api").values()
+        if a["Properties"]["ProtocolType"] == "HTTP"
+    ]
+    rest = {h.lower() for h in api["Properties"]["CorsConfiguration"]["AllowHeaders"]}
+    _, url = one(prod_template, "AWS::Lambda::Url")
+    stream = {h.lower() for h in url["Properties"]["Cors"]["AllowHeaders"]}
+    # Anthropic's SDK on /anthropic/v1 (its REST paths on the HTTP API, its events stream on the URL)
+    anthropic = {"anthropic-beta", "anthropic-version", "x-api-key", "authorization", "content-type"}
+    assert anthropic <= rest
+    assert anthropic <= stream
+    # OpenAI's on /openai/v1 (OpenAI-Beta: agents=v1 on every call)
+    assert {"openai-beta", "authorization", "content-type"} <= rest
+    assert {"openai-beta", "authorization"} <= stream
 
 
 def test_cors_preflights_and_origin_pass_through_the_edge(prod_template: dict[str, Any]) -> None:
