@@ -238,7 +238,10 @@ API_ORIGIN_READ_TIMEOUT_S = 30  # the HTTP API's own integration limit
 # ---------------------------------------------------------------- web console (S3 behind the same CloudFront)
 # Paths CloudFront sends to the HTTP API; the stream pattern goes first (to the function URL), and
 # every other path is the console's (the default behavior: the S3 bucket).
-API_PATH_PATTERNS = ("/v1/*", "/openai/*", "/anthropic/*", "/api/*", "/health", "/openapi.json")
+# Each API prefix bare too: "/anthropic/*" does not match "/anthropic", which would otherwise get the
+# console's index.html with 200 (an SDK reads that as a string); the API answers it in its contract's 404.
+API_PREFIXES = ("/v1", "/openai", "/anthropic", "/api")
+API_PATH_PATTERNS = (*(f"{p}/*" for p in API_PREFIXES), *API_PREFIXES, "/health", "/openapi.json")
 CONSOLE_INDEX = "index.html"
 CONSOLE_ASSETS_PATH_PATTERN = "/assets/*"  # Vite's content-hashed files
 CONSOLE_ASSETS_CACHE_CONTROL = "public, max-age=31536000, immutable"

@@ -13,7 +13,9 @@ sends the request to the origin. Two things on that way fail only on AWS:
   Lambda function URL origin": "Lambda doesn't support unsigned payloads"). No
   client of ours and no SDK sends it, so such a route answers 403 to everyone;
 * **an API path that falls through to the console's bucket**
-  (``routing/console-fallthrough``), answered with the console's ``index.html``.
+  (``routing/console-fallthrough``), answered with the console's ``index.html``:
+  a route, or a contract's bare prefix (``/anthropic``) or an unknown path under
+  it, which no route declares (``prefix_routes``).
 
 Also reported: a method the behaviour does not allow (``routing/method-not-allowed``),
 a route that reaches a function that has no such route (``routing/wrong-function``),
@@ -114,6 +116,20 @@ def contract_routes() -> list[Route]:
             continue
         out.append(Route(op.method, path, "api", op.path))
     return out
+
+
+UNKNOWN_SEGMENT = "no-such-route"
+
+
+def prefix_routes(routes: list[Route]) -> list[Route]:
+    """A GET on each contract's bare prefix (``/anthropic``) and on an unknown path under it: no route
+    declares them, yet they must reach the API (its 404 in that contract's shape), never the console's
+    ``index.html`` with 200, which an SDK or a person probing the base URL takes for an answer."""
+    prefixes = sorted({"/" + r.path.split("/")[1] for r in routes if r.path.count("/") > 1})
+    return [
+        *(Route("GET", p, "api", p) for p in prefixes),
+        *(Route("GET", f"{p}/{UNKNOWN_SEGMENT}", "api", f"{p}/<unknown>") for p in prefixes),
+    ]
 
 
 def stream_app_answers(method: str, path: str) -> bool:
@@ -267,6 +283,7 @@ def check_routing(template: dict[str, Any], routes: list[Route] | None = None) -
     """Every route x its method through the template's distribution(s); a finding per failure."""
     out: list[Finding] = []
     routes = contract_routes() if routes is None else routes
+    routes = [*routes, *prefix_routes(routes)]
     for lid, resource in template.get("Resources", {}).items():
         if resource.get("Type") != "AWS::CloudFront::Distribution":
             continue

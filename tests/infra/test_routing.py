@@ -15,7 +15,14 @@ import pytest
 
 from infra import constants as C
 from infra.checks import check_template
-from infra.checks.routing import Route, check_routing, contract_routes, path_matches, reached_origins
+from infra.checks.routing import (
+    Route,
+    check_routing,
+    contract_routes,
+    path_matches,
+    prefix_routes,
+    reached_origins,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -142,6 +149,32 @@ def test_an_api_path_that_falls_through_to_the_console_is_found(
     assert "GET /openai/v1/agents" in found["routing/console-fallthrough"]
     assert all(r.startswith(("GET /openai", "POST /openai", "DELETE /openai", "PATCH /openai", "PUT /openai"))
                for r in found["routing/console-fallthrough"])  # fmt: skip
+
+
+def test_a_bare_api_prefix_that_falls_through_to_the_console_is_found(
+    template_json: dict[str, Any], routes: list[Route]
+) -> None:
+    # Given the distribution as it was: only "/anthropic/*" and the like, which a bare "/anthropic" misses
+    template = copy.deepcopy(template_json)
+    config = _distribution(template)
+    for prefix in ("/v1", "/openai", "/anthropic", "/api"):
+        config["CacheBehaviors"].remove(_behavior(config, prefix))
+    found = _rules(check_routing(template, routes))
+    # Then each bare prefix would get the console's index.html with 200: a finding each, and only those
+    assert found == {"routing/console-fallthrough": {"GET /v1", "GET /openai", "GET /anthropic", "GET /api"}}
+
+
+def test_every_contracts_bare_prefix_and_unknown_paths_are_walked(routes: list[Route]) -> None:
+    from skyloop import console
+
+    probes = {(r.method, r.path, r.function) for r in prefix_routes(routes)}
+    for prefix in ("/v1", "/openai", "/anthropic", "/api"):
+        assert ("GET", prefix, "api") in probes
+        assert ("GET", f"{prefix}/no-such-route", "api") in probes
+    # skyloop dev's gateway keeps the same paths off the console (skyloop.console.is_api_path)
+    for prefix in C.API_PREFIXES:
+        assert console.is_api_path(prefix), prefix
+        assert console.is_api_path(f"{prefix}/no-such-route"), prefix
 
 
 def test_a_method_a_behaviour_refuses_is_found(template_json: dict[str, Any], routes: list[Route]) -> None:
