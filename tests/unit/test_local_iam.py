@@ -346,3 +346,79 @@ def test_code_interpreters_of_the_stack_only() -> None:
     other = {**invoke, "codeInterpreterIdentifier": "someone_elses-0123456789"}
     _refused("run_tool", "bedrock-agentcore", "invoke_code_interpreter", other)
     _refused("stream", "bedrock-agentcore", "invoke_code_interpreter", invoke)
+
+
+# ------------------------------------------------------------------------------ queues, buses, refusals
+QUEUE_URL = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/skyloop-local-deliveries.fifo"
+DLQ_URL = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/skyloop-local-dead-deliveries.fifo"
+
+
+def test_queues_by_their_arn(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given the stack's delivery queues, named to the functions by URL (their Ref)
+    monkeypatch.setenv("SKYLOOP_WEBHOOK_QUEUE_URL", QUEUE_URL)
+    monkeypatch.setenv("SKYLOOP_WEBHOOK_DLQ_URL", DLQ_URL)
+    message = {"MessageBody": "{}", "MessageGroupId": "g", "MessageDeduplicationId": "d"}
+    # the publisher queues deliveries; only the delivery function receives them and dead-letters
+    _call("lifecycle_events", "sqs", "send_message", {"QueueUrl": QUEUE_URL, **message})
+    _call("webhook_delivery", "sqs", "receive_message", {"QueueUrl": QUEUE_URL})
+    _call("webhook_delivery", "sqs", "send_message", {"QueueUrl": DLQ_URL, **message})
+    _refused("lifecycle_events", "sqs", "send_message", {"QueueUrl": DLQ_URL, **message})
+    _refused("lifecycle_events", "sqs", "receive_message", {"QueueUrl": QUEUE_URL})
+    # GetQueueUrl names the queue by name: its ARN is built in the caller's account
+    _call("webhook_delivery", "sqs", "get_queue_url", {"QueueName": "skyloop-local-dead-deliveries.fifo"})
+    _refused("lifecycle_events", "sqs", "get_queue_url", {"QueueName": "skyloop-local-dead-deliveries.fifo"})
+    # a queue of the same name in another account is another queue
+    elsewhere = QUEUE_URL.replace(ACCOUNT, "210987654321")
+    response = _refused("lifecycle_events", "sqs", "send_message", {"QueueUrl": elsewhere, **message})
+    assert f"arn:aws:sqs:{REGION}:210987654321:skyloop-local-deliveries.fifo" in response["Error"]["Message"]
+
+
+def test_buses_by_their_arn() -> None:
+    entry = {"Source": "skyloop", "DetailType": "session.created", "Detail": "{}"}
+    _call(
+        "lifecycle_events", "events", "put_events", {"Entries": [{**entry, "EventBusName": "skyloop-local"}]}
+    )
+    # the default bus (no name) and another bus are not the stack's
+    _refused("lifecycle_events", "events", "put_events", {"Entries": [entry]})
+    other = {**entry, "EventBusName": "someone-elses"}
+    response = _refused("lifecycle_events", "events", "put_events", {"Entries": [other]})
+    assert f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/someone-elses" in response["Error"]["Message"]
+    # one entry on a bus not granted refuses the whole call
+    both = [{**entry, "EventBusName": "skyloop-local"}, other]
+    _refused("lifecycle_events", "events", "put_events", {"Entries": both})
+    _refused("api", "events", "put_events", {"Entries": [{**entry, "EventBusName": "skyloop-local"}]})
+
+
+@pytest.mark.parametrize(
+    ("service", "operation", "params", "code", "status"),
+    [
+        # S3 and SQS: AccessDenied, 403 (S3's model; SQS's answer)
+        ("s3", "get_object", {"Bucket": "another-bucket", "Key": "k"}, "AccessDenied", 403),
+        ("sqs", "send_message", {"QueueUrl": QUEUE_URL, "MessageBody": "{}"}, "AccessDenied", 403),
+        # the JSON protocol's services: AccessDeniedException, 400
+        ("dynamodb", "put_item", {"TableName": TABLE, "Item": _key()}, "AccessDeniedException", 400),
+        ("events", "put_events", {"Entries": [{"Source": "s", "DetailType": "d", "Detail": "{}"}]},
+         "AccessDeniedException", 400),
+        # the REST protocol's: 403 (bedrock-agentcore's model says so; Scheduler answers it too)
+        ("lambda", "invoke", {"FunctionName": "skyloop-run_tool"}, "AccessDeniedException", 403),
+        ("scheduler", "delete_schedule", {"Name": "t", "GroupName": "skyloop-local"}, "AccessDeniedException", 403),
+        ("bedrock-agentcore", "invoke_code_interpreter",
+         {"codeInterpreterIdentifier": "Skyloop_public-klmnopqrst", "sessionId": "s", "name": "executeCommand"},
+         "AccessDeniedException", 403),
+    ],
+)  # fmt: skip
+def test_a_refusal_has_the_services_error_code_and_status(
+    service: str, operation: str, params: dict[str, Any], code: str, status: int
+) -> None:
+    response = _refused("stream", service, operation, params)
+    assert response["Error"]["Code"] == code
+    assert response["ResponseMetadata"]["HTTPStatusCode"] == status
+    assert "is not authorized to perform" in response["Error"]["Message"]
+
+
+def test_the_status_is_the_models_where_the_model_says() -> None:
+    import botocore.session
+
+    for service in ("bedrock-agentcore", "bedrock-runtime"):
+        shape = botocore.session.get_session().get_service_model(service).shape_for("AccessDeniedException")
+        assert iam.denial_status(service) == shape.metadata["error"]["httpStatusCode"] == 403

@@ -34,7 +34,7 @@ deploys:
   operators with ``...IfExists`` and ``ForAnyValue:``/``ForAllValues:``.
 
 A refused call raises ``ClientError`` with AWS's shape (``AccessDeniedException``,
-or ``AccessDenied`` for S3 and SQS; "User: arn:aws:sts::...:assumed-role/... is not
+or ``AccessDenied`` for S3 and SQS, with the service's HTTP status: ``denial_status``; "User: arn:aws:sts::...:assumed-role/... is not
 authorized to perform: <action> on resource: <arn> because no identity-based
 policy allows the <action> action") before anything is sent. ``SKYLOOP_LOCAL_IAM=off``
 turns the check off (to tell an IAM refusal from another failure while debugging);
@@ -694,18 +694,38 @@ def connection_request(op: str, url: str, region: str) -> Request:
 
 
 # ------------------------------------------------------------------------------------------- refusal
-_ERROR_CODE = {
-    "s3": ("AccessDenied", 403),
-    "sqs": ("AccessDenied", 403),
-    "lambda": ("AccessDeniedException", 403),
-}
+_ERROR_CODE = {"s3": "AccessDenied", "sqs": "AccessDenied"}  # the others: AccessDeniedException
+# S3 and SQS answer AccessDenied with 403 (S3's model says so; SQS's has no such shape)
+_ERROR_STATUS = {"s3": 403, "sqs": 403}
+
+
+@functools.cache
+def denial_status(service: str) -> int:
+    """The HTTP status AWS answers an IAM refusal with in ``service``: its model's AccessDeniedException
+    ``httpStatusCode`` where the model has one (bedrock-agentcore: 403), else by protocol: the REST
+    protocols' front end answers 403 (Lambda, EventBridge Scheduler, whose model lists no such error
+    though it answers one), the JSON and query protocols 400 (DynamoDB, EventBridge, Step Functions)."""
+    if service in _ERROR_STATUS:
+        return _ERROR_STATUS[service]
+    import botocore.session
+    from botocore.model import NoShapeFoundError
+
+    model = botocore.session.get_session().get_service_model(service)
+    try:
+        shape = model.shape_for(_ERROR_CODE.get(service, "AccessDeniedException"))
+    except NoShapeFoundError:
+        shape = None
+    status = (shape.metadata.get("error") or {}).get("httpStatusCode") if shape is not None else None
+    if isinstance(status, int):
+        return status
+    return 403 if model.protocol.startswith("rest-") else 400
 
 
 def denial(service: str, op: str, policy: Policy, request: Request) -> Exception:
     """The ``ClientError`` AWS raises for a call the caller's identity policy does not allow."""
     from botocore.exceptions import ClientError
 
-    code, status = _ERROR_CODE.get(service, ("AccessDeniedException", 400))
+    code, status = _ERROR_CODE.get(service, "AccessDeniedException"), denial_status(service)
     caller = (
         f"arn:{PARTITION}:sts::{_account()}:assumed-role/{policy.role}/{FUNCTION_PREFIX}{policy.function}"
     )
