@@ -29,6 +29,13 @@ CTX_POWERTOOLS_TRACER = "powertoolsTracer"
 CTX_CORS_ORIGINS = "corsOrigins"  # comma-separated browser origins allowed to call the API; empty: no CORS
 CTX_RECONCILE_MINUTES = "reconcileMinutes"  # how often the reconciler runs (1-5)
 CTX_BEDROCK_MODEL_ARNS = "bedrockModelArns"  # models / inference profiles call_model may invoke
+BEDROCK_MODEL_ACTIONS = ("bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream")
+# Grants whose resources are a context value: function -> (context key, actions). The stack grants them
+# (infra/constructs/functions.py) only when the value is given, so the export (synthesized without deploy
+# context) records them as such and the local IAM check reads the value from the developer's cdk.json.
+CONTEXT_GRANTS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+    "turn": ((CTX_BEDROCK_MODEL_ARNS, BEDROCK_MODEL_ACTIONS),),
+}
 CTX_LAMBDA_TOOL_ARNS = "lambdaToolArns"  # Lambda tools the turn machine may invoke
 CTX_COGNITO = "cognito"  # "true": a Cognito user pool and app client issue the JWTs
 CTX_JWT_ISSUER = "jwtIssuer"  # or: trust an existing OIDC issuer ...

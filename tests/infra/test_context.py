@@ -351,6 +351,27 @@ def test_bedrock_invoke_is_granted_to_the_model_step_on_exactly_the_listed_arns(
         assert "*" not in json.dumps(statement["Resource"])
 
 
+def test_the_local_iam_check_grants_the_models_the_deploy_would(
+    prod_template: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the same bedrockModelArns, as the developer's cdk.json (or -c) would give them
+    from skyloop.local import iam as local_iam
+
+    monkeypatch.setenv(local_iam.CONTEXT_ENV, json.dumps({C.CTX_BEDROCK_MODEL_ARNS: list(MODELS)}))
+    for spec in manifest.FUNCTIONS:
+        deployed = [
+            (sorted(s["Action"]), s["Resource"])
+            for s in _role_statements_of(prod_template, spec.name)
+            if "bedrock:" in json.dumps(s["Action"])
+        ]
+        # Then the local stack's check (the committed export's context grants) allows exactly those
+        local = [
+            (sorted(s.actions), list(s.resources))
+            for s in local_iam.context_statements(local_iam.policies(), spec.name)
+        ]
+        assert local == deployed, spec.name
+
+
 @pytest.mark.parametrize(
     "bad",
     [

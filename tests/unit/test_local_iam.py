@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -47,8 +48,15 @@ ENV = {
 def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for key, value in ENV.items():
         monkeypatch.setenv(key, value)
-    for key in ("SKYLOOP_SECRETS_PREFIX", "SKYLOOP_TOOL_SECRETS_PREFIX", iam.POLICIES_ENV, iam.ENV_SWITCH):
+    for key in (
+        "SKYLOOP_SECRETS_PREFIX",
+        "SKYLOOP_TOOL_SECRETS_PREFIX",
+        iam.POLICIES_ENV,
+        iam.ENV_SWITCH,
+        iam.CONTEXT_ENV,
+    ):
         monkeypatch.delenv(key, raising=False)
+    monkeypatch.setattr(iam, "_cdk_json", lambda: Path("/nonexistent/cdk.json"))  # not the developer's
     iam.install()
     yield
     iam.uninstall()
@@ -239,8 +247,79 @@ def test_a_changed_environment_is_resolved_again(monkeypatch: pytest.MonkeyPatch
 
 
 def test_services_outside_the_local_stack_are_not_checked() -> None:
-    # Bedrock is reached with your own credentials: AWS checks those itself
-    _call("stream", "bedrock-runtime", "converse", {"modelId": "m", "messages": []})
+    _call("stream", "bedrock", "list_foundation_models", {})
+
+
+# ------------------------------------------------------------------------------ model calls (Bedrock)
+FOUNDATION = "anthropic.claude-3-5-haiku-20241022-v1:0"
+PROFILE = "us.anthropic.claude-3-5-haiku-20241022-v1:0"
+DEPLOY_ACCOUNT = "111122223333"  # the developer's, in their cdk.json's ARNs (not moto's)
+GRANTED = [
+    f"arn:aws:bedrock:{REGION}::foundation-model/{FOUNDATION}",
+    f"arn:aws:bedrock:{REGION}:{DEPLOY_ACCOUNT}:inference-profile/{PROFILE}",
+]
+
+
+def _converse(model: str) -> dict[str, Any]:
+    return {"modelId": model, "messages": [{"role": "user", "content": [{"text": "hi"}]}]}
+
+
+def test_a_model_call_without_the_deploy_contexts_grant_is_refused_as_aws_would() -> None:
+    # Given no bedrockModelArns (the stack then grants the turn no model): the call fails on AWS, so here
+    response = _refused("turn", "bedrock-runtime", "converse_stream", _converse(FOUNDATION))
+    assert response["Error"]["Code"] == "AccessDeniedException"
+    assert response["ResponseMetadata"]["HTTPStatusCode"] == 403  # bedrock-runtime's model
+    assert (
+        f"bedrock:InvokeModelWithResponseStream on resource: arn:aws:bedrock:{REGION}::foundation-model/"
+        f"{FOUNDATION}" in response["Error"]["Message"]
+    )
+
+
+def test_the_turn_may_call_the_models_the_deploy_context_grants(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(iam.CONTEXT_ENV, json.dumps({"bedrockModelArns": GRANTED}))
+    _call("turn", "bedrock-runtime", "converse_stream", _converse(FOUNDATION))
+    _call("turn", "bedrock-runtime", "converse", _converse(FOUNDATION))
+    _call("turn", "bedrock-runtime", "converse_stream", _converse(PROFILE))  # by id: the deploy's account
+    _call("turn", "bedrock-runtime", "converse_stream", _converse(GRANTED[1]))  # by ARN
+    # another model, a profile in another account, another function: refused
+    _refused("turn", "bedrock-runtime", "converse_stream", _converse("amazon.nova-pro-v1:0"))
+    other = GRANTED[1].replace(DEPLOY_ACCOUNT, "444455556666")
+    _refused("turn", "bedrock-runtime", "converse_stream", _converse(other))
+    _refused("api", "bedrock-runtime", "converse_stream", _converse(FOUNDATION))
+
+
+def test_the_grant_is_read_from_cdk_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cdk_json = tmp_path / "cdk.json"
+    cdk_json.write_text(json.dumps({"app": "x", "context": {"bedrockModelArns": ",".join(GRANTED)}}))
+    monkeypatch.setattr(iam, "_cdk_json", lambda: cdk_json)
+    iam.forget()
+    _call("turn", "bedrock-runtime", "converse_stream", _converse(PROFILE))
+    # and the environment's context wins over it, as -c does over cdk.json
+    monkeypatch.setenv(iam.CONTEXT_ENV, json.dumps({"bedrockModelArns": []}))
+    _refused("turn", "bedrock-runtime", "converse_stream", _converse(PROFILE))
+
+
+def test_a_model_call_to_a_mock_endpoint_is_no_iam_call() -> None:
+    client = boto3.session.Session(region_name=REGION).client(
+        "bedrock-runtime", endpoint_url="http://127.0.0.1:9"
+    )
+    client.meta.events.register("before-call", _answered)
+    with function_identity.acting_as("turn"):
+        client.converse_stream(**_converse(FOUNDATION))
+
+
+@pytest.mark.parametrize(
+    ("model", "arn"),
+    [
+        (FOUNDATION, f"arn:aws:bedrock:{REGION}::foundation-model/{FOUNDATION}"),
+        (PROFILE, f"arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/{PROFILE}"),
+        ("global.anthropic.claude-sonnet-4-20250514-v1:0",
+         f"arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/global.anthropic.claude-sonnet-4-20250514-v1:0"),
+        (GRANTED[1], GRANTED[1]),
+    ],
+)  # fmt: skip
+def test_a_models_arn(model: str, arn: str) -> None:
+    assert iam.model_arn(model, REGION, ACCOUNT) == arn
 
 
 # ------------------------------------------------------------------------------ matching and conditions
