@@ -29,6 +29,13 @@ CTX_POWERTOOLS_TRACER = "powertoolsTracer"
 CTX_CORS_ORIGINS = "corsOrigins"  # comma-separated browser origins allowed to call the API; empty: no CORS
 CTX_RECONCILE_MINUTES = "reconcileMinutes"  # how often the reconciler runs (1-5)
 CTX_BEDROCK_MODEL_ARNS = "bedrockModelArns"  # models / inference profiles call_model may invoke
+BEDROCK_MODEL_ACTIONS = ("bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream")
+# Grants whose resources are a context value: function -> (context key, actions). The stack grants them
+# (infra/constructs/functions.py) only when the value is given, so the export (synthesized without deploy
+# context) records them as such and the local IAM check reads the value from the developer's cdk.json.
+CONTEXT_GRANTS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+    "turn": ((CTX_BEDROCK_MODEL_ARNS, BEDROCK_MODEL_ACTIONS),),
+}
 CTX_LAMBDA_TOOL_ARNS = "lambdaToolArns"  # Lambda tools the turn machine may invoke
 CTX_COGNITO = "cognito"  # "true": a Cognito user pool and app client issue the JWTs
 CTX_JWT_ISSUER = "jwtIssuer"  # or: trust an existing OIDC issuer ...
@@ -177,9 +184,24 @@ LIFECYCLE_ITERATOR_AGE_MS = 60_000  # lifecycle events a minute behind the table
 # What a browser client sends and reads. Bearer tokens travel in Authorization, not cookies, so
 # credentials (cookies) stay disallowed.
 CORS_API_METHODS = ("GET", "POST", "PATCH", "DELETE")  # the REST routes' methods
-CORS_API_HEADERS = ("authorization", "content-type", "idempotency-key")
+# The SDKs' own headers too: a browser's preflight names every header the request will carry, and one
+# not allowed fails the request. OpenAI's sends OpenAI-Beta on /openai/v1; Anthropic's sends
+# anthropic-version and anthropic-beta on /anthropic/v1, and its key in x-api-key (a skyloop token there).
+CORS_API_HEADERS = (
+    "authorization",
+    "content-type",
+    "idempotency-key",
+    "openai-beta",
+    "anthropic-beta",
+    "anthropic-version",
+    "x-api-key",
+)
 CORS_API_EXPOSE_HEADERS = ("x-request-id",)
-CORS_STREAM_METHODS = ("GET", "POST")  # POST: the OpenAI paths the stream function hands to the API
+# The function URL's CORS answers the preflight of every request on a stream path: OPTIONS stays on
+# the stream origin (STREAM_ORIGIN_METHODS) even when the request it asks for goes to the API. POST:
+# OpenAI's event post on .../events, whose preflight reaches the URL though the post itself reaches
+# the HTTP API (the stream behaviours' viewer-request function); no POST reaches the URL.
+CORS_STREAM_METHODS = ("GET", "POST")
 CORS_STREAM_HEADERS = (
     "authorization",
     "last-event-id",
@@ -188,6 +210,7 @@ CORS_STREAM_HEADERS = (
     "openai-beta",
     "anthropic-beta",
     "anthropic-version",
+    "x-api-key",  # Anthropic's SDK's key on the Claude stream (skyloop.stream.anthropic reads it)
 )
 CORS_MAX_AGE_S = 600  # browsers cache a preflight answer this long
 
@@ -204,7 +227,8 @@ ANTHROPIC_STREAM_PATH_PATTERNS = ("/anthropic/v1/sessions/*/events/stream",)
 # Every stream path of the compatible APIs, behind the same stream behaviour.
 COMPAT_STREAM_PATH_PATTERNS = (*OPENAI_STREAM_PATH_PATTERNS, *ANTHROPIC_STREAM_PATH_PATTERNS)
 # The methods the stream origin takes; any other goes to the API origin (they carry bodies).
-# skyloop.stream.app.STREAM_METHODS, which the local gateway routes by (a test holds them equal).
+# skyloop.stream.app.STREAM_METHODS, which the local gateway routes by (tests/infra/test_routing.py
+# holds them equal).
 STREAM_ORIGIN_METHODS = ("GET", "HEAD", "OPTIONS")
 # The distribution's origins, by id (the viewer-request function selects the API's by this id)
 API_ORIGIN_ID = "api"
@@ -221,7 +245,10 @@ API_ORIGIN_READ_TIMEOUT_S = 30  # the HTTP API's own integration limit
 # ---------------------------------------------------------------- web console (S3 behind the same CloudFront)
 # Paths CloudFront sends to the HTTP API; the stream pattern goes first (to the function URL), and
 # every other path is the console's (the default behavior: the S3 bucket).
-API_PATH_PATTERNS = ("/v1/*", "/openai/*", "/anthropic/*", "/api/*", "/health", "/openapi.json")
+# Each API prefix bare too: "/anthropic/*" does not match "/anthropic", which would otherwise get the
+# console's index.html with 200 (an SDK reads that as a string); the API answers it in its contract's 404.
+API_PREFIXES = ("/v1", "/openai", "/anthropic", "/api")
+API_PATH_PATTERNS = (*(f"{p}/*" for p in API_PREFIXES), *API_PREFIXES, "/health", "/openapi.json")
 CONSOLE_INDEX = "index.html"
 CONSOLE_ASSETS_PATH_PATTERN = "/assets/*"  # Vite's content-hashed files
 CONSOLE_ASSETS_CACHE_CONTROL = "public, max-age=31536000, immutable"

@@ -13,7 +13,9 @@ sends the request to the origin. Two things on that way fail only on AWS:
   Lambda function URL origin": "Lambda doesn't support unsigned payloads"). No
   client of ours and no SDK sends it, so such a route answers 403 to everyone;
 * **an API path that falls through to the console's bucket**
-  (``routing/console-fallthrough``), answered with the console's ``index.html``.
+  (``routing/console-fallthrough``), answered with the console's ``index.html``:
+  a route, or a contract's bare prefix (``/anthropic``) or an unknown path under
+  it, which no route declares (``prefix_routes``).
 
 Also reported: a method the behaviour does not allow (``routing/method-not-allowed``),
 a route that reaches a function that has no such route (``routing/wrong-function``),
@@ -21,9 +23,10 @@ and a viewer-request function that fails or answers at the edge (``routing/edge-
 
 The routes are read from the code, so a new one is walked without a change here:
 the API function's (``skyloop.api.openapi.OPERATIONS``: skyloop's and omnigent's
-``/v1``, OpenAI's ``/openai/v1``, ``/api``, ``/health``) and the stream
-function's (its Starlette app: ``/v1/sessions/{id}/stream``, OpenAI's events
-stream). The viewer-request functions are run for real, in ``node``, with
+``/v1``, OpenAI's ``/openai/v1``, Claude Managed Agents' ``/anthropic/v1``,
+``/api``, ``/health``) and the stream function's (its Starlette app:
+``/v1/sessions/{id}/stream``, OpenAI's events stream, Claude's
+``/anthropic/v1/sessions/{id}/events/stream``). The viewer-request functions are run for real, in ``node``, with
 ``cloudfront``'s origin helpers recorded.
 """
 
@@ -113,6 +116,20 @@ def contract_routes() -> list[Route]:
             continue
         out.append(Route(op.method, path, "api", op.path))
     return out
+
+
+UNKNOWN_SEGMENT = "no-such-route"
+
+
+def prefix_routes(routes: list[Route]) -> list[Route]:
+    """A GET on each contract's bare prefix (``/anthropic``) and on an unknown path under it: no route
+    declares them, yet they must reach the API (its 404 in that contract's shape), never the console's
+    ``index.html`` with 200, which an SDK or a person probing the base URL takes for an answer."""
+    prefixes = sorted({"/" + r.path.split("/")[1] for r in routes if r.path.count("/") > 1})
+    return [
+        *(Route("GET", p, "api", p) for p in prefixes),
+        *(Route("GET", f"{p}/{UNKNOWN_SEGMENT}", "api", f"{p}/<unknown>") for p in prefixes),
+    ]
 
 
 def stream_app_answers(method: str, path: str) -> bool:
@@ -266,6 +283,7 @@ def check_routing(template: dict[str, Any], routes: list[Route] | None = None) -
     """Every route x its method through the template's distribution(s); a finding per failure."""
     out: list[Finding] = []
     routes = contract_routes() if routes is None else routes
+    routes = [*routes, *prefix_routes(routes)]
     for lid, resource in template.get("Resources", {}).items():
         if resource.get("Type") != "AWS::CloudFront::Distribution":
             continue
@@ -274,10 +292,10 @@ def check_routing(template: dict[str, Any], routes: list[Route] | None = None) -
     return out
 
 
-def _check_distribution(
-    template: dict[str, Any], lid: str, config: dict[str, Any], routes: list[Route]
-) -> list[Finding]:
-    origins = _origins(template, config)
+def _walk(
+    template: dict[str, Any], config: dict[str, Any], routes: list[Route]
+) -> list[tuple[Route, dict[str, Any], dict[str, Any]]]:
+    """Each route's behaviour (CloudFront's first match) and its viewer-request function's outcome."""
     behaviors = [*config.get("CacheBehaviors", []), {**config["DefaultCacheBehavior"], "PathPattern": "*"}]
     chosen = [
         (route, next(b for b in behaviors if path_matches(b["PathPattern"], route.path))) for route in routes
@@ -300,10 +318,35 @@ def _check_distribution(
             code, [_viewer_request(chosen[i][0].method, chosen[i][0].path) for i in indexes]
         )
         outcomes.update(zip(indexes, results, strict=True))
+    return [(route, behavior, outcomes.get(index, {})) for index, (route, behavior) in enumerate(chosen)]
+
+
+def reached_origins(template: dict[str, Any], routes: list[Route]) -> dict[tuple[str, str], Origin | None]:
+    """The origin each route (by method and declared path) leaves the edge for, in the template's one
+    distribution; None where it leaves for none (refused, answered at the edge, or misrouted)."""
+    (config,) = [
+        r["Properties"]["DistributionConfig"]
+        for r in template.get("Resources", {}).values()
+        if r.get("Type") == "AWS::CloudFront::Distribution"
+    ]
+    origins = _origins(template, config)
+    out: dict[tuple[str, str], Origin | None] = {}
+    for route, behavior, outcome in _walk(template, config, routes):
+        origin_id, failed = _edge_origin(behavior, outcome)
+        allowed = route.method in behavior.get("AllowedMethods", ["GET", "HEAD"])
+        reached = allowed and failed is None and not outcome.get("unreachable")
+        out[(route.method, route.template)] = origins.get(str(origin_id)) if reached else None
+    return out
+
+
+def _check_distribution(
+    template: dict[str, Any], lid: str, config: dict[str, Any], routes: list[Route]
+) -> list[Finding]:
+    origins = _origins(template, config)
     out = []
-    for index, (route, behavior) in enumerate(chosen):
+    for route, behavior, outcome in _walk(template, config, routes):
         where = f"{lid} {route.method} {route.template} (behaviour {behavior['PathPattern']!r})"
-        finding = _route_finding(route, behavior, outcomes.get(index, {}), origins)
+        finding = _route_finding(route, behavior, outcome, origins)
         if finding is not None:
             out.append(Finding(rule=finding[0], resource=where, message=finding[1]))
     return out

@@ -220,15 +220,10 @@ class Functions(Construct):
         """``bedrockModelArns``: the turn function (its model calls) may invoke exactly those models and profiles (none by default)."""
         if not config.bedrock_model_arns:
             return
+        actions = dict(C.CONTEXT_GRANTS["turn"])[C.CTX_BEDROCK_MODEL_ARNS]  # the local IAM check's too
         role = self.by_name["turn"].role
         assert role is not None
-        grant_arns(
-            self,
-            "TurnBedrockModels",
-            role,
-            ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"],
-            list(config.bedrock_model_arns),
-        )
+        grant_arns(self, "TurnBedrockModels", role, list(actions), list(config.bedrock_model_arns))
 
     def __getitem__(self, name: str) -> lambda_.Function:
         return self.by_name[name]

@@ -237,7 +237,7 @@ def test_cors_on_the_stream_url_allows_the_listed_origins(prod_template: dict[st
     cors = url["Properties"]["Cors"]
     # Then a browser may open the stream with its bearer token and resume with Last-Event-ID
     assert cors["AllowOrigins"] == list(ORIGINS)
-    assert cors["AllowMethods"] == ["GET", "POST"]  # POST: the OpenAI paths handed on to the API
+    assert cors["AllowMethods"] == ["GET", "POST"]  # POST: the preflight of OpenAI's event post
     assert set(cors["AllowHeaders"]) == {
         "authorization",
         "last-event-id",
@@ -246,8 +246,28 @@ def test_cors_on_the_stream_url_allows_the_listed_origins(prod_template: dict[st
         "openai-beta",
         "anthropic-beta",
         "anthropic-version",
+        "x-api-key",
     }
     assert cors["AllowCredentials"] is False
+
+
+def test_cors_allows_the_headers_the_compatible_apis_sdks_send(prod_template: dict[str, Any]) -> None:
+    # A browser preflight names every header the request carries; one not allowed fails the request.
+    (api,) = [
+        a
+        for a in resources(prod_template, "AWS::ApiGatewayV2::Api").values()
+        if a["Properties"]["ProtocolType"] == "HTTP"
+    ]
+    rest = {h.lower() for h in api["Properties"]["CorsConfiguration"]["AllowHeaders"]}
+    _, url = one(prod_template, "AWS::Lambda::Url")
+    stream = {h.lower() for h in url["Properties"]["Cors"]["AllowHeaders"]}
+    # Anthropic's SDK on /anthropic/v1 (its REST paths on the HTTP API, its events stream on the URL)
+    anthropic = {"anthropic-beta", "anthropic-version", "x-api-key", "authorization", "content-type"}
+    assert anthropic <= rest
+    assert anthropic <= stream
+    # OpenAI's on /openai/v1 (OpenAI-Beta: agents=v1 on every call)
+    assert {"openai-beta", "authorization", "content-type"} <= rest
+    assert {"openai-beta", "authorization"} <= stream
 
 
 def test_cors_preflights_and_origin_pass_through_the_edge(prod_template: dict[str, Any]) -> None:
@@ -329,6 +349,27 @@ def test_bedrock_invoke_is_granted_to_the_model_step_on_exactly_the_listed_arns(
         assert sorted(statement["Action"]) == ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"]
         assert statement["Resource"] == list(MODELS)
         assert "*" not in json.dumps(statement["Resource"])
+
+
+def test_the_local_iam_check_grants_the_models_the_deploy_would(
+    prod_template: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the same bedrockModelArns, as the developer's cdk.json (or -c) would give them
+    from skyloop.local import iam as local_iam
+
+    monkeypatch.setenv(local_iam.CONTEXT_ENV, json.dumps({C.CTX_BEDROCK_MODEL_ARNS: list(MODELS)}))
+    for spec in manifest.FUNCTIONS:
+        deployed = [
+            (sorted(s["Action"]), s["Resource"])
+            for s in _role_statements_of(prod_template, spec.name)
+            if "bedrock:" in json.dumps(s["Action"])
+        ]
+        # Then the local stack's check (the committed export's context grants) allows exactly those
+        local = [
+            (sorted(s.actions), list(s.resources))
+            for s in local_iam.context_statements(local_iam.policies(), spec.name)
+        ]
+        assert local == deployed, spec.name
 
 
 @pytest.mark.parametrize(

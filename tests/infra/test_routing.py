@@ -15,7 +15,14 @@ import pytest
 
 from infra import constants as C
 from infra.checks import check_template
-from infra.checks.routing import Route, check_routing, contract_routes, path_matches
+from infra.checks.routing import (
+    Route,
+    check_routing,
+    contract_routes,
+    path_matches,
+    prefix_routes,
+    reached_origins,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -59,6 +66,44 @@ def test_the_routes_walked_are_every_contracts(routes: list[Route]) -> None:
     by = {(r.method, r.template): r.function for r in routes}
     assert by[("GET", "/v1/sessions/{session_id}/stream")] == "stream"
     assert by[("POST", "/openai/v1/agents/sessions/<session_id>/events")] == "api"
+    # Claude Managed Agents' /anthropic/v1: its REST paths are the API's, its events stream the stream's
+    assert by[("POST", "/anthropic/v1/sessions")] == "api"
+    assert by[("POST", "/anthropic/v1/sessions/<session_id>/events")] == "api"
+    assert by[("GET", "/anthropic/v1/sessions/<session_id>/events")] == "api"
+    assert by[("POST", "/anthropic/v1/agents")] == "api"
+    assert by[("GET", "/anthropic/v1/sessions/{session_id}/events/stream")] == "stream"
+
+
+def test_claudes_routes_reach_their_origins(template_json: dict[str, Any], routes: list[Route]) -> None:
+    reached = reached_origins(template_json, routes)
+
+    def origin(method: str, path: str) -> tuple[str, str | None]:
+        found = reached[(method, path)]
+        assert found is not None, f"{method} {path} leaves the edge for no origin"
+        return found.kind, found.function
+
+    # the posts (bodies) reach the HTTP API, never the signed function URL
+    assert origin("POST", "/anthropic/v1/sessions") == ("http-api", "api")
+    assert origin("POST", "/anthropic/v1/sessions/<session_id>/events") == ("http-api", "api")
+    assert origin("GET", "/anthropic/v1/sessions/<session_id>/events") == ("http-api", "api")
+    # the events stream reaches the stream function's URL
+    assert origin("GET", "/anthropic/v1/sessions/{session_id}/events/stream") == ("function-url", "stream")
+
+
+def test_the_edge_and_the_local_gateway_send_the_same_methods_to_the_stream_function() -> None:
+    # the viewer-request function keeps these on the function URL; skyloop dev's gateway routes by the other
+    from skyloop.stream.app import STREAM_METHODS
+
+    assert tuple(C.STREAM_ORIGIN_METHODS) == tuple(STREAM_METHODS)
+
+
+def test_the_stream_urls_cors_allows_every_method_whose_preflight_reaches_it(routes: list[Route]) -> None:
+    # A preflight (OPTIONS) on a stream path stays on the function URL even when the request it asks
+    # for goes on to the API (OpenAI's POST .../events): the URL's CORS must allow that method.
+    patterns = (C.STREAM_PATH_PATTERN, *C.COMPAT_STREAM_PATH_PATTERNS)
+    asked = {r.method for r in routes if any(path_matches(p, r.path) for p in patterns)} - {"HEAD", "OPTIONS"}
+    assert "POST" in asked
+    assert asked <= set(C.CORS_STREAM_METHODS)
 
 
 def test_the_synthesized_stack_routes_every_request_to_a_function_that_answers_it(
@@ -104,6 +149,32 @@ def test_an_api_path_that_falls_through_to_the_console_is_found(
     assert "GET /openai/v1/agents" in found["routing/console-fallthrough"]
     assert all(r.startswith(("GET /openai", "POST /openai", "DELETE /openai", "PATCH /openai", "PUT /openai"))
                for r in found["routing/console-fallthrough"])  # fmt: skip
+
+
+def test_a_bare_api_prefix_that_falls_through_to_the_console_is_found(
+    template_json: dict[str, Any], routes: list[Route]
+) -> None:
+    # Given the distribution as it was: only "/anthropic/*" and the like, which a bare "/anthropic" misses
+    template = copy.deepcopy(template_json)
+    config = _distribution(template)
+    for prefix in ("/v1", "/openai", "/anthropic", "/api"):
+        config["CacheBehaviors"].remove(_behavior(config, prefix))
+    found = _rules(check_routing(template, routes))
+    # Then each bare prefix would get the console's index.html with 200: a finding each, and only those
+    assert found == {"routing/console-fallthrough": {"GET /v1", "GET /openai", "GET /anthropic", "GET /api"}}
+
+
+def test_every_contracts_bare_prefix_and_unknown_paths_are_walked(routes: list[Route]) -> None:
+    from skyloop import console
+
+    probes = {(r.method, r.path, r.function) for r in prefix_routes(routes)}
+    for prefix in ("/v1", "/openai", "/anthropic", "/api"):
+        assert ("GET", prefix, "api") in probes
+        assert ("GET", f"{prefix}/no-such-route", "api") in probes
+    # skyloop dev's gateway keeps the same paths off the console (skyloop.console.is_api_path)
+    for prefix in C.API_PREFIXES:
+        assert console.is_api_path(prefix), prefix
+        assert console.is_api_path(f"{prefix}/no-such-route"), prefix
 
 
 def test_a_method_a_behaviour_refuses_is_found(template_json: dict[str, Any], routes: list[Route]) -> None:

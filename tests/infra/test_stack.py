@@ -895,7 +895,11 @@ def _origin(config: dict[str, Any], behavior: dict[str, Any]) -> dict[str, Any]:
     return origin
 
 
-API_PATTERNS = ["/v1/*", "/openai/*", "/anthropic/*", "/api/*", "/health", "/openapi.json"]
+API_PATTERNS = [
+    *("/v1/*", "/openai/*", "/anthropic/*", "/api/*"),
+    *("/v1", "/openai", "/anthropic", "/api"),  # bare: never the console's index.html
+    *("/health", "/openapi.json"),
+]
 STREAM_PATTERNS = ["/v1/sessions/*/stream", *C.COMPAT_STREAM_PATH_PATTERNS]
 
 

@@ -105,6 +105,29 @@ def test_unknown_route_is_a_404_error(api: Api) -> None:
     assert r.error()["code"] == "not_found"
 
 
+@pytest.mark.parametrize("path", ["/anthropic", "/anthropic/", "/anthropic/v1"])
+def test_a_bare_anthropic_prefix_is_a_404_in_anthropics_shape(api: Api, path: str) -> None:
+    # the SDK (and a person probing the base URL) reads Anthropic's error, never skyloop's
+    r = api.get(path)
+    assert r.status == 404
+    assert r.body["type"] == "error", r.body
+    assert r.body["error"]["type"] == "not_found_error", r.body
+
+
+@pytest.mark.parametrize("path", ["/openai", "/openai/", "/openai/v1"])
+def test_a_bare_openai_prefix_is_a_404_in_openais_shape(api: Api, path: str) -> None:
+    r = api.get(path)
+    assert r.status == 404
+    assert r.body["error"]["type"] == "not_found_error", r.body
+
+
+@pytest.mark.parametrize("path", ["/v1", "/api", "/anthropicx", "/openaix/v1"])
+def test_other_bare_prefixes_are_skyloops_404(api: Api, path: str) -> None:
+    r = api.get(path)
+    assert r.status == 404
+    assert r.error()["code"] == "not_found"
+
+
 def test_bundle_upload_creates_agent_and_session(aws: Stack, api: Api) -> None:
     # Given an agent YAML packed as a gzipped tar
     name, yaml_text = aws.agent_yaml("bundle-model")

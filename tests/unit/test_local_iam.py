@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -47,8 +48,15 @@ ENV = {
 def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for key, value in ENV.items():
         monkeypatch.setenv(key, value)
-    for key in ("SKYLOOP_SECRETS_PREFIX", "SKYLOOP_TOOL_SECRETS_PREFIX", iam.POLICIES_ENV, iam.ENV_SWITCH):
+    for key in (
+        "SKYLOOP_SECRETS_PREFIX",
+        "SKYLOOP_TOOL_SECRETS_PREFIX",
+        iam.POLICIES_ENV,
+        iam.ENV_SWITCH,
+        iam.CONTEXT_ENV,
+    ):
         monkeypatch.delenv(key, raising=False)
+    monkeypatch.setattr(iam, "_cdk_json", lambda: Path("/nonexistent/cdk.json"))  # not the developer's
     iam.install()
     yield
     iam.uninstall()
@@ -239,8 +247,79 @@ def test_a_changed_environment_is_resolved_again(monkeypatch: pytest.MonkeyPatch
 
 
 def test_services_outside_the_local_stack_are_not_checked() -> None:
-    # Bedrock is reached with your own credentials: AWS checks those itself
-    _call("stream", "bedrock-runtime", "converse", {"modelId": "m", "messages": []})
+    _call("stream", "bedrock", "list_foundation_models", {})
+
+
+# ------------------------------------------------------------------------------ model calls (Bedrock)
+FOUNDATION = "anthropic.claude-3-5-haiku-20241022-v1:0"
+PROFILE = "us.anthropic.claude-3-5-haiku-20241022-v1:0"
+DEPLOY_ACCOUNT = "111122223333"  # the developer's, in their cdk.json's ARNs (not moto's)
+GRANTED = [
+    f"arn:aws:bedrock:{REGION}::foundation-model/{FOUNDATION}",
+    f"arn:aws:bedrock:{REGION}:{DEPLOY_ACCOUNT}:inference-profile/{PROFILE}",
+]
+
+
+def _converse(model: str) -> dict[str, Any]:
+    return {"modelId": model, "messages": [{"role": "user", "content": [{"text": "hi"}]}]}
+
+
+def test_a_model_call_without_the_deploy_contexts_grant_is_refused_as_aws_would() -> None:
+    # Given no bedrockModelArns (the stack then grants the turn no model): the call fails on AWS, so here
+    response = _refused("turn", "bedrock-runtime", "converse_stream", _converse(FOUNDATION))
+    assert response["Error"]["Code"] == "AccessDeniedException"
+    assert response["ResponseMetadata"]["HTTPStatusCode"] == 403  # bedrock-runtime's model
+    assert (
+        f"bedrock:InvokeModelWithResponseStream on resource: arn:aws:bedrock:{REGION}::foundation-model/"
+        f"{FOUNDATION}" in response["Error"]["Message"]
+    )
+
+
+def test_the_turn_may_call_the_models_the_deploy_context_grants(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(iam.CONTEXT_ENV, json.dumps({"bedrockModelArns": GRANTED}))
+    _call("turn", "bedrock-runtime", "converse_stream", _converse(FOUNDATION))
+    _call("turn", "bedrock-runtime", "converse", _converse(FOUNDATION))
+    _call("turn", "bedrock-runtime", "converse_stream", _converse(PROFILE))  # by id: the deploy's account
+    _call("turn", "bedrock-runtime", "converse_stream", _converse(GRANTED[1]))  # by ARN
+    # another model, a profile in another account, another function: refused
+    _refused("turn", "bedrock-runtime", "converse_stream", _converse("amazon.nova-pro-v1:0"))
+    other = GRANTED[1].replace(DEPLOY_ACCOUNT, "444455556666")
+    _refused("turn", "bedrock-runtime", "converse_stream", _converse(other))
+    _refused("api", "bedrock-runtime", "converse_stream", _converse(FOUNDATION))
+
+
+def test_the_grant_is_read_from_cdk_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cdk_json = tmp_path / "cdk.json"
+    cdk_json.write_text(json.dumps({"app": "x", "context": {"bedrockModelArns": ",".join(GRANTED)}}))
+    monkeypatch.setattr(iam, "_cdk_json", lambda: cdk_json)
+    iam.forget()
+    _call("turn", "bedrock-runtime", "converse_stream", _converse(PROFILE))
+    # and the environment's context wins over it, as -c does over cdk.json
+    monkeypatch.setenv(iam.CONTEXT_ENV, json.dumps({"bedrockModelArns": []}))
+    _refused("turn", "bedrock-runtime", "converse_stream", _converse(PROFILE))
+
+
+def test_a_model_call_to_a_mock_endpoint_is_no_iam_call() -> None:
+    client = boto3.session.Session(region_name=REGION).client(
+        "bedrock-runtime", endpoint_url="http://127.0.0.1:9"
+    )
+    client.meta.events.register("before-call", _answered)
+    with function_identity.acting_as("turn"):
+        client.converse_stream(**_converse(FOUNDATION))
+
+
+@pytest.mark.parametrize(
+    ("model", "arn"),
+    [
+        (FOUNDATION, f"arn:aws:bedrock:{REGION}::foundation-model/{FOUNDATION}"),
+        (PROFILE, f"arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/{PROFILE}"),
+        ("global.anthropic.claude-sonnet-4-20250514-v1:0",
+         f"arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/global.anthropic.claude-sonnet-4-20250514-v1:0"),
+        (GRANTED[1], GRANTED[1]),
+    ],
+)  # fmt: skip
+def test_a_models_arn(model: str, arn: str) -> None:
+    assert iam.model_arn(model, REGION, ACCOUNT) == arn
 
 
 # ------------------------------------------------------------------------------ matching and conditions
@@ -346,3 +425,79 @@ def test_code_interpreters_of_the_stack_only() -> None:
     other = {**invoke, "codeInterpreterIdentifier": "someone_elses-0123456789"}
     _refused("run_tool", "bedrock-agentcore", "invoke_code_interpreter", other)
     _refused("stream", "bedrock-agentcore", "invoke_code_interpreter", invoke)
+
+
+# ------------------------------------------------------------------------------ queues, buses, refusals
+QUEUE_URL = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/skyloop-local-deliveries.fifo"
+DLQ_URL = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/skyloop-local-dead-deliveries.fifo"
+
+
+def test_queues_by_their_arn(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given the stack's delivery queues, named to the functions by URL (their Ref)
+    monkeypatch.setenv("SKYLOOP_WEBHOOK_QUEUE_URL", QUEUE_URL)
+    monkeypatch.setenv("SKYLOOP_WEBHOOK_DLQ_URL", DLQ_URL)
+    message = {"MessageBody": "{}", "MessageGroupId": "g", "MessageDeduplicationId": "d"}
+    # the publisher queues deliveries; only the delivery function receives them and dead-letters
+    _call("lifecycle_events", "sqs", "send_message", {"QueueUrl": QUEUE_URL, **message})
+    _call("webhook_delivery", "sqs", "receive_message", {"QueueUrl": QUEUE_URL})
+    _call("webhook_delivery", "sqs", "send_message", {"QueueUrl": DLQ_URL, **message})
+    _refused("lifecycle_events", "sqs", "send_message", {"QueueUrl": DLQ_URL, **message})
+    _refused("lifecycle_events", "sqs", "receive_message", {"QueueUrl": QUEUE_URL})
+    # GetQueueUrl names the queue by name: its ARN is built in the caller's account
+    _call("webhook_delivery", "sqs", "get_queue_url", {"QueueName": "skyloop-local-dead-deliveries.fifo"})
+    _refused("lifecycle_events", "sqs", "get_queue_url", {"QueueName": "skyloop-local-dead-deliveries.fifo"})
+    # a queue of the same name in another account is another queue
+    elsewhere = QUEUE_URL.replace(ACCOUNT, "210987654321")
+    response = _refused("lifecycle_events", "sqs", "send_message", {"QueueUrl": elsewhere, **message})
+    assert f"arn:aws:sqs:{REGION}:210987654321:skyloop-local-deliveries.fifo" in response["Error"]["Message"]
+
+
+def test_buses_by_their_arn() -> None:
+    entry = {"Source": "skyloop", "DetailType": "session.created", "Detail": "{}"}
+    _call(
+        "lifecycle_events", "events", "put_events", {"Entries": [{**entry, "EventBusName": "skyloop-local"}]}
+    )
+    # the default bus (no name) and another bus are not the stack's
+    _refused("lifecycle_events", "events", "put_events", {"Entries": [entry]})
+    other = {**entry, "EventBusName": "someone-elses"}
+    response = _refused("lifecycle_events", "events", "put_events", {"Entries": [other]})
+    assert f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/someone-elses" in response["Error"]["Message"]
+    # one entry on a bus not granted refuses the whole call
+    both = [{**entry, "EventBusName": "skyloop-local"}, other]
+    _refused("lifecycle_events", "events", "put_events", {"Entries": both})
+    _refused("api", "events", "put_events", {"Entries": [{**entry, "EventBusName": "skyloop-local"}]})
+
+
+@pytest.mark.parametrize(
+    ("service", "operation", "params", "code", "status"),
+    [
+        # S3 and SQS: AccessDenied, 403 (S3's model; SQS's answer)
+        ("s3", "get_object", {"Bucket": "another-bucket", "Key": "k"}, "AccessDenied", 403),
+        ("sqs", "send_message", {"QueueUrl": QUEUE_URL, "MessageBody": "{}"}, "AccessDenied", 403),
+        # the JSON protocol's services: AccessDeniedException, 400
+        ("dynamodb", "put_item", {"TableName": TABLE, "Item": _key()}, "AccessDeniedException", 400),
+        ("events", "put_events", {"Entries": [{"Source": "s", "DetailType": "d", "Detail": "{}"}]},
+         "AccessDeniedException", 400),
+        # the REST protocol's: 403 (bedrock-agentcore's model says so; Scheduler answers it too)
+        ("lambda", "invoke", {"FunctionName": "skyloop-run_tool"}, "AccessDeniedException", 403),
+        ("scheduler", "delete_schedule", {"Name": "t", "GroupName": "skyloop-local"}, "AccessDeniedException", 403),
+        ("bedrock-agentcore", "invoke_code_interpreter",
+         {"codeInterpreterIdentifier": "Skyloop_public-klmnopqrst", "sessionId": "s", "name": "executeCommand"},
+         "AccessDeniedException", 403),
+    ],
+)  # fmt: skip
+def test_a_refusal_has_the_services_error_code_and_status(
+    service: str, operation: str, params: dict[str, Any], code: str, status: int
+) -> None:
+    response = _refused("stream", service, operation, params)
+    assert response["Error"]["Code"] == code
+    assert response["ResponseMetadata"]["HTTPStatusCode"] == status
+    assert "is not authorized to perform" in response["Error"]["Message"]
+
+
+def test_the_status_is_the_models_where_the_model_says() -> None:
+    import botocore.session
+
+    for service in ("bedrock-agentcore", "bedrock-runtime"):
+        shape = botocore.session.get_session().get_service_model(service).shape_for("AccessDeniedException")
+        assert iam.denial_status(service) == shape.metadata["error"]["httpStatusCode"] == 403

@@ -29,17 +29,23 @@ OPEN_PATHS = frozenset({"/health", "/api/version", "/v1/info"})  # omnigent clie
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-OPENAI_PREFIX = "/openai/"  # OpenAI's Agents API: its errors are OpenAI's shape (skyloop.openai_compat)
-ANTHROPIC_PREFIX = "/anthropic/"  # Claude Managed Agents: Anthropic's shape (skyloop.anthropic_compat)
+OPENAI_PREFIX = "/openai"  # OpenAI's Agents API: its errors are OpenAI's shape (skyloop.openai_compat)
+ANTHROPIC_PREFIX = "/anthropic"  # Claude Managed Agents: Anthropic's shape (skyloop.anthropic_compat)
+
+
+def under(path: str, prefix: str) -> bool:
+    """Whether ``path`` is the contract's: the bare prefix too (``/anthropic`` is Anthropic's 404, not
+    skyloop's), but not a longer first segment (``/anthropicx``)."""
+    return path == prefix or path.startswith(prefix + "/")
 
 
 def error_response(path: str, exc: SkyloopError, headers: dict[str, str] | None = None) -> Response:
     """skyloop's ``{"error": {"code", "message"}}``, or OpenAI's under ``/openai``, Anthropic's under ``/anthropic``."""
-    if path.startswith(OPENAI_PREFIX):
+    if under(path, OPENAI_PREFIX):
         from skyloop.openai_compat.errors import error_body, error_headers
 
         return json_response(exc.status, error_body(exc), headers={**error_headers(exc), **(headers or {})})
-    if path.startswith(ANTHROPIC_PREFIX):
+    if under(path, ANTHROPIC_PREFIX):
         from skyloop.anthropic_compat import errors
 
         request_id = logger.get_correlation_id()
@@ -68,11 +74,11 @@ def _unexpected(_exc: Exception) -> Response:
 @app.not_found
 def _not_found(_: Exception) -> Response:
     path = app.current_event.path
-    if path.startswith(OPENAI_PREFIX):
+    if under(path, OPENAI_PREFIX):
         from skyloop.openai_compat import unsupported
 
         return error_response(path, unsupported.for_path(path) or NotFoundError(f"Not found: {path}"))
-    if path.startswith(ANTHROPIC_PREFIX):
+    if under(path, ANTHROPIC_PREFIX):
         from skyloop.anthropic_compat import unsupported as claude_unsupported
 
         return error_response(path, claude_unsupported.for_path(path) or NotFoundError(f"Not found: {path}"))
@@ -90,7 +96,7 @@ def _as_principal(app: APIGatewayHttpResolver, next_middleware: Any) -> Response
 
     headers = {k.lower(): v for k, v in (event.headers or {}).items()}
     authorization = headers.get("authorization")
-    if authorization is None and headers.get("x-api-key") and event.path.startswith(ANTHROPIC_PREFIX):
+    if authorization is None and headers.get("x-api-key") and under(event.path, ANTHROPIC_PREFIX):
         authorization = f"Bearer {headers['x-api-key']}"  # Anthropic's other auth header, for other clients
     try:
         principal = authenticate(deps.store(), authorization, settings)
@@ -109,7 +115,7 @@ def _correlation_header(app: APIGatewayHttpResolver, next_middleware: Any) -> Re
     correlation_id = logger.get_correlation_id()
     if correlation_id:
         response.headers["X-Request-Id"] = correlation_id
-        if app.current_event.path.startswith(ANTHROPIC_PREFIX):
+        if under(app.current_event.path, ANTHROPIC_PREFIX):
             response.headers["request-id"] = correlation_id  # the SDK's _request_id and error messages
     return response
 

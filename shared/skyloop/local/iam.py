@@ -17,8 +17,15 @@ deploys:
   process's function, or the function that in-process code runs as. A call
   with no function (the stack bootstrapping itself, a test's own setup) and a
   function that is not skyloop's (a user's Lambda tool, whose role is the
-  user's) are not checked, nor are services the local stack does not serve
-  (Bedrock: AWS checks those with your own credentials).
+  user's) are not checked, nor are services the local stack does not serve.
+* **Model calls to Amazon Bedrock** (``bedrock-runtime``: the ``bedrock-converse``
+  harness) leave the local stack signed with your own credentials, so AWS checks
+  those, not the function's role: they are checked here too, against the
+  function's grants (``bedrock:InvokeModel*`` on the model's ARN), when they go to
+  an AWS endpoint (a mock model's URL is no IAM call). The turn's grants are the
+  deploy context's ``bedrockModelArns`` (``context_grants`` in the export), read
+  from the project's ``cdk.json`` as ``cdk deploy`` reads it, or from
+  ``SKYLOOP_LOCAL_IAM_CONTEXT`` (a JSON object: what ``-c`` would pass).
 * **The request** each call makes of IAM is modeled per operation as the
   Service Authorization Reference gives it: the action (``Invoke`` is
   ``lambda:InvokeFunction``, ``ListObjectsV2`` is ``s3:ListBucket`` with
@@ -34,7 +41,7 @@ deploys:
   operators with ``...IfExists`` and ``ForAnyValue:``/``ForAllValues:``.
 
 A refused call raises ``ClientError`` with AWS's shape (``AccessDeniedException``,
-or ``AccessDenied`` for S3 and SQS; "User: arn:aws:sts::...:assumed-role/... is not
+or ``AccessDenied`` for S3 and SQS, with the service's HTTP status: ``denial_status``; "User: arn:aws:sts::...:assumed-role/... is not
 authorized to perform: <action> on resource: <arn> because no identity-based
 policy allows the <action> action") before anything is sent. ``SKYLOOP_LOCAL_IAM=off``
 turns the check off (to tell an IAM refusal from another failure while debugging);
@@ -56,6 +63,7 @@ from typing import Any
 from skyloop import function_identity
 
 POLICIES_PATH = Path(__file__).with_name("iam_policies.json")
+CONTEXT_ENV = "SKYLOOP_LOCAL_IAM_CONTEXT"  # {"bedrockModelArns": [...]}: the deploy context, over cdk.json's
 ENV_SWITCH = "SKYLOOP_LOCAL_IAM"
 POLICIES_ENV = "SKYLOOP_LOCAL_IAM_POLICIES"
 EVENT = "before-parameter-build"
@@ -434,7 +442,9 @@ def policy_for(function: str, region: str, *, document: dict[str, Any] | None = 
         return policy
     with _policy_lock:
         resolve = Resolver(doc["resources"], dict(os.environ), region, _account())
-        policy = Policy(function, entry["role"], compile_statements(entry["statements"], resolve))
+        statements = compile_statements(entry["statements"], resolve)
+        statements += context_statements(doc, function)
+        policy = Policy(function, entry["role"], statements)
         if len(_compiled) > 256:  # environments come and go in tests; keep the cache small
             _compiled.clear()
         _compiled[key] = policy
@@ -448,7 +458,12 @@ _ENVIRON_DATA = getattr(os.environ, "_data", None)  # CPython's os.environ keeps
 def _variable_names(doc: dict[str, Any]) -> tuple[str, ...]:
     names = _names.get(id(doc))
     if names is None:
-        names = _names[id(doc)] = (*sorted(_variables(doc, set())), *sorted(ENV_DEFAULTS), "MOTO_ACCOUNT_ID")
+        names = _names[id(doc)] = (
+            *sorted(_variables(doc, set())),
+            *sorted(ENV_DEFAULTS),
+            "MOTO_ACCOUNT_ID",
+            CONTEXT_ENV,
+        )
     return names
 
 
@@ -471,6 +486,51 @@ def forget() -> None:
     with _policy_lock:
         _compiled.clear()
         _names.clear()
+        _cdk_json_context.cache_clear()
+
+
+# ------------------------------------------------------------------------- grants from deploy context
+def _cdk_json() -> Path:
+    from skyloop.manifest import PROJECT_ROOT
+
+    return PROJECT_ROOT / "cdk.json"
+
+
+@functools.cache
+def _cdk_json_context(path: Path) -> dict[str, Any]:
+    try:
+        context = json.loads(path.read_text()).get("context")
+    except (OSError, ValueError):
+        return {}
+    return context if isinstance(context, dict) else {}
+
+
+def deploy_context(key: str) -> list[str]:
+    """A list-valued deploy context value (``bedrockModelArns``): ``SKYLOOP_LOCAL_IAM_CONTEXT``'s, else
+    ``cdk.json``'s; a JSON list or a comma-separated string, as ``infra.config`` takes it."""
+    raw = os.environ.get(CONTEXT_ENV)
+    context: dict[str, Any] = {}
+    if raw:
+        try:
+            parsed = json.loads(raw)
+        except ValueError as exc:
+            raise ValueError(f"${CONTEXT_ENV} is not a JSON object: {exc}") from None
+        if not isinstance(parsed, dict):
+            raise ValueError(f"${CONTEXT_ENV} is not a JSON object")
+        context = parsed
+    value = context[key] if key in context else _cdk_json_context(_cdk_json()).get(key)
+    items = value if isinstance(value, list) else str(value or "").split(",")
+    return [str(item).strip() for item in items if str(item).strip()]
+
+
+def context_statements(doc: dict[str, Any], function: str) -> list[Statement]:
+    """The function's grants on deploy context values (``context_grants``), as the stack grants them."""
+    out = []
+    for grant in doc.get("context_grants", {}).get(function, []):
+        arns = deploy_context(grant["context"])
+        if arns:  # the stack grants nothing without a value
+            out.append(Statement("Allow", tuple(_listed(grant["Action"])), (), tuple(arns), None, {}))
+    return out
 
 
 # ----------------------------------------------------------------------------------- what a call asks
@@ -694,18 +754,38 @@ def connection_request(op: str, url: str, region: str) -> Request:
 
 
 # ------------------------------------------------------------------------------------------- refusal
-_ERROR_CODE = {
-    "s3": ("AccessDenied", 403),
-    "sqs": ("AccessDenied", 403),
-    "lambda": ("AccessDeniedException", 403),
-}
+_ERROR_CODE = {"s3": "AccessDenied", "sqs": "AccessDenied"}  # the others: AccessDeniedException
+# S3 and SQS answer AccessDenied with 403 (S3's model says so; SQS's has no such shape)
+_ERROR_STATUS = {"s3": 403, "sqs": 403}
+
+
+@functools.cache
+def denial_status(service: str) -> int:
+    """The HTTP status AWS answers an IAM refusal with in ``service``: its model's AccessDeniedException
+    ``httpStatusCode`` where the model has one (bedrock-agentcore: 403), else by protocol: the REST
+    protocols' front end answers 403 (Lambda, EventBridge Scheduler, whose model lists no such error
+    though it answers one), the JSON and query protocols 400 (DynamoDB, EventBridge, Step Functions)."""
+    if service in _ERROR_STATUS:
+        return _ERROR_STATUS[service]
+    import botocore.session
+    from botocore.model import NoShapeFoundError
+
+    model = botocore.session.get_session().get_service_model(service)
+    try:
+        shape = model.shape_for(_ERROR_CODE.get(service, "AccessDeniedException"))
+    except NoShapeFoundError:
+        shape = None
+    status = (shape.metadata.get("error") or {}).get("httpStatusCode") if shape is not None else None
+    if isinstance(status, int):
+        return status
+    return 403 if model.protocol.startswith("rest-") else 400
 
 
 def denial(service: str, op: str, policy: Policy, request: Request) -> Exception:
     """The ``ClientError`` AWS raises for a call the caller's identity policy does not allow."""
     from botocore.exceptions import ClientError
 
-    code, status = _ERROR_CODE.get(service, ("AccessDeniedException", 400))
+    code, status = _ERROR_CODE.get(service, "AccessDeniedException"), denial_status(service)
     caller = (
         f"arn:{PARTITION}:sts::{_account()}:assumed-role/{policy.role}/{FUNCTION_PREFIX}{policy.function}"
     )
@@ -753,6 +833,69 @@ def check_url(model: Any, params: dict[str, Any], context: dict[str, Any] | None
 
 MANAGEMENT_EVENT = "before-call.apigatewaymanagementapi"
 
+# ------------------------------------------------------------------------------ model calls (Bedrock)
+MODEL_EVENT = "before-call.bedrock-runtime"
+_MODEL_ACTIONS = {
+    "Converse": "bedrock:InvokeModel",
+    "InvokeModel": "bedrock:InvokeModel",
+    "ConverseStream": "bedrock:InvokeModelWithResponseStream",
+    "InvokeModelWithResponseStream": "bedrock:InvokeModelWithResponseStream",
+}
+_MODEL_PATH = re.compile(r"/model/(?P<id>.+)/(converse|converse-stream|invoke|invoke-with-response-stream)")
+# Cross-region inference profiles' ids start with their geography ("us.anthropic.claude-...")
+PROFILE_GEOGRAPHIES = frozenset({"us", "us-gov", "eu", "apac", "jp", "au", "ca", "global"})
+AWS_HOSTS = (".amazonaws.com", ".amazonaws.com.cn", ".api.aws")
+
+
+def model_arn(model_id: str, region: str, account: str) -> str:
+    """What IAM authorizes a model call on: an ARN as given, an inference profile (by its geography
+    prefix) in the caller's account, else a foundation model (no account)."""
+    if model_id.startswith("arn:"):
+        return model_id
+    if model_id.split(".", 1)[0] in PROFILE_GEOGRAPHIES:
+        return f"arn:{PARTITION}:bedrock:{region}:{account}:inference-profile/{model_id}"
+    return f"arn:{PARTITION}:bedrock:{region}::foundation-model/{model_id}"
+
+
+def _deploy_account(policy: Policy) -> str:
+    """The account a profile named by id is in: the one the granted ARNs name (the deploy's), as the
+    local stack's own account (moto's) is not the one the call reaches."""
+    for statement in policy.statements:
+        for arn in statement.resources:
+            parts = arn.split(":")
+            if len(parts) > 4 and parts[2] == "bedrock" and re.fullmatch(r"[0-9]{12}", parts[4]):
+                return parts[4]
+    return _account()
+
+
+def model_request(op: str, url: str, region: str, policy: Policy) -> Request | None:
+    """The authorization a Bedrock runtime call makes, from its URL (None: not an AWS endpoint)."""
+    from urllib.parse import unquote, urlsplit
+
+    parts = urlsplit(url)
+    if not (parts.hostname or "").endswith(AWS_HOSTS):
+        return None  # a mock model or a proxy: IAM is not asked
+    found = _MODEL_PATH.fullmatch(unquote(parts.path))
+    model_id = found["id"] if found else "*"
+    action = _MODEL_ACTIONS.get(op, f"bedrock:{op}")
+    return Request(action, model_arn(model_id, region, _deploy_account(policy)))
+
+
+def check_model_call(
+    model: Any, params: dict[str, Any], context: dict[str, Any] | None = None, **_: Any
+) -> None:
+    """botocore ``before-call`` of ``bedrock-runtime``: the calling function must be granted the model."""
+    function = function_identity.current()
+    if function is None:
+        return
+    region = (context or {}).get("client_region") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    policy = policy_for(function, region)
+    if policy is None:
+        return
+    request = model_request(model.name, params.get("url", ""), region, policy)
+    if request is not None and not policy.allows(request):
+        raise denial("bedrock-runtime", model.name, policy, request)
+
 
 def enabled() -> bool:
     return os.environ.get(ENV_SWITCH, "on").lower() not in ("off", "0", "false", "no")
@@ -765,14 +908,24 @@ def install() -> None:
     if not enabled():
         return
     forget()
-    for spec in ((EVENT, check), (MANAGEMENT_EVENT, check_url, botocore.handlers.REGISTER_FIRST)):
+    for spec in _handlers():
         if spec not in botocore.handlers.BUILTIN_HANDLERS:
             botocore.handlers.BUILTIN_HANDLERS.append(spec)
+
+
+def _handlers() -> tuple[tuple[Any, ...], ...]:
+    import botocore.handlers
+
+    return (
+        (EVENT, check),
+        (MANAGEMENT_EVENT, check_url, botocore.handlers.REGISTER_FIRST),
+        (MODEL_EVENT, check_model_call, botocore.handlers.REGISTER_FIRST),
+    )
 
 
 def uninstall() -> None:
     import botocore.handlers
 
-    for spec in ((EVENT, check), (MANAGEMENT_EVENT, check_url, botocore.handlers.REGISTER_FIRST)):
+    for spec in _handlers():
         while spec in botocore.handlers.BUILTIN_HANDLERS:
             botocore.handlers.BUILTIN_HANDLERS.remove(spec)
