@@ -10,22 +10,34 @@ scenarios run against ``skyloop dev`` in ``tests/compat/test_anthropic_agents.py
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anthropic
+import httpx
 import pytest
 import uvicorn
+from anthropic import Omit
 
 from skyloop import auth, deps
 from skyloop.local import lambda_hook
 from skyloop.local.gateway import create_gateway
 from skyloop.settings import get_settings
 from tests.anthropic_suite import scenarios
-from tests.anthropic_suite.scenarios import Target
+from tests.anthropic_suite.scenarios import (
+    TOOL_SCRIPT,
+    Target,
+    environment,
+    idle,
+    read_until,
+    scripted_agent,
+    send_text,
+    strict_events,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -64,6 +76,93 @@ def test_a_wrong_token_is_an_authentication_error(target: Target) -> None:
     with pytest.raises(anthropic.AuthenticationError) as err:
         Target(target.base_url, token="not-a-token").client().beta.agents.list()
     assert err.value.body["error"]["type"] == "authentication_error"  # type: ignore[index]
+
+
+# What CloudFront's Origin Access Control puts in Authorization on the way to the stream function's URL
+OAC_SIGNATURE = (
+    "AWS4-HMAC-SHA256 Credential=ASIAEXAMPLE/20260401/us-east-1/lambda/aws4_request, "
+    "SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=" + "0" * 64
+)
+OAC_HEADERS = {
+    "Authorization": OAC_SIGNATURE,
+    "x-amz-date": "20260401T000000Z",
+    "x-amz-content-sha256": "UNSIGNED",
+}
+
+
+def _session(target: Target) -> str:
+    client = target.client()
+    agent_id = scripted_agent(target, TOOL_SCRIPT)
+    return client.beta.sessions.create(agent=agent_id, environment_id=environment(client)).id
+
+
+def _open_stream(url: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    """The status and first chunk of a stream (its ``: connected`` comment, or the error's body)."""
+    with httpx.stream("GET", url, headers=headers, timeout=30) as r:
+        return r.status_code, next(r.iter_bytes())
+
+
+def test_cloudfront_signed_stream_request_authenticates_by_x_api_key(target: Target) -> None:
+    """Behind CloudFront the stream function sees OAC's SigV4 signature in Authorization and the
+    client's key in x-api-key (no edge copy: the client sent no Authorization): the key is the token."""
+    url = f"{target.base_url}/anthropic/v1/sessions/{_session(target)}/events/stream"
+    status, first = _open_stream(url, {**OAC_HEADERS, "x-api-key": target.token})
+    assert (status, first) == (200, b": connected\n\n"), first
+    status, first = _open_stream(url, OAC_HEADERS)  # a signature and no key: refused, in Claude's shape
+    assert status == 401, first
+    body = json.loads(first)
+    assert (body["type"], body["error"]["type"]) == ("error", "authentication_error"), body
+    status, first = _open_stream(url, {**OAC_HEADERS, "x-api-key": "not-a-token"})
+    assert status == 401, first
+
+
+def test_api_takes_x_api_key_over_a_sigv4_authorization(target: Target) -> None:
+    """The API reads the client's credential the same way (a SigV4 Authorization is never a token)."""
+    r = httpx.get(
+        f"{target.base_url}/anthropic/v1/agents",
+        headers={**OAC_HEADERS, "x-api-key": target.token},
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    r = httpx.get(f"{target.base_url}/anthropic/v1/agents", headers=OAC_HEADERS, timeout=30)
+    assert r.status_code == 401, r.text
+    assert r.json()["error"]["type"] == "authentication_error"
+
+
+@pytest.mark.parametrize("form", ["api_key", "auth_token", "x-api-key", "x-api-key behind CloudFront"])
+def test_each_sdk_credential_form_reaches_api_and_stream(target: Target, form: str) -> None:
+    """The SDK (2.17.0) sends ``api_key=`` and ``auth_token=`` both as ``Authorization: Bearer``; a
+    client that sends only ``X-Api-Key`` (``default_headers``, Authorization omitted) is accepted too,
+    on the API and on the stream, also with CloudFront's signature in Authorization."""
+    common: dict[str, Any] = {
+        "base_url": f"{target.base_url}/anthropic",
+        "max_retries": 0,
+        "timeout": 30,
+        "_strict_response_validation": True,
+    }
+    if form == "api_key":
+        client = anthropic.Anthropic(api_key=target.token, **common)
+        sent = ("authorization", f"Bearer {target.token}")
+    elif form == "auth_token":
+        client = anthropic.Anthropic(auth_token=target.token, **common)
+        sent = ("authorization", f"Bearer {target.token}")
+    else:
+        auth: str | Omit = OAC_SIGNATURE if form.endswith("CloudFront") else Omit()
+        client = anthropic.Anthropic(
+            default_headers={"X-Api-Key": target.token, "Authorization": auth}, **common
+        )
+        sent = ("x-api-key", target.token)
+    listed = client.beta.agents.with_raw_response.list(limit=1)
+    assert listed.http_request.headers.get(sent[0]) == sent[1]
+    if form == "x-api-key":
+        assert "authorization" not in listed.http_request.headers
+    listed.parse()
+    session_id = _session(target)
+    with client.beta.sessions.events.stream(session_id) as stream:  # a refusal raises here
+        send_text(client, session_id, "go")
+        events = read_until(stream, idle("requires_action"))
+    strict_events(events)
+    assert events[-1].type == "session.status_idle"
 
 
 def test_agents_and_versions(target: Target) -> None:
