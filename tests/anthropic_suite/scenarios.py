@@ -30,6 +30,18 @@ HISTORY_EVENTS: TypeAdapter[Any] = TypeAdapter(session_types.BetaManagedAgentsSe
 class Target:
     base_url: str  # the deployment's endpoint (skyloop's own API under /v1)
     token: str = "unused"  # a skyloop bearer token (the SDK's api_key)
+    # the control API (``/mock/configure``) of the model a bare model id runs on (the default executor)
+    mock_control: str | None = None
+
+    def script_model(self, match: str, responses: list[dict[str, Any]]) -> None:
+        """Queue the default executor's model's answers to a user text containing ``match``."""
+        assert self.mock_control, "this target has no mock model for agents made through the Claude API"
+        r = httpx.post(
+            f"{self.mock_control}/mock/configure",
+            json={"key": f"match-{match}", "match": match, "responses": responses},
+            timeout=10,
+        )
+        assert r.status_code == 200, r.text
 
     def client(self, **kwargs: Any) -> Anthropic:
         return Anthropic(
@@ -304,6 +316,101 @@ def custom_tool_turn(target: Target) -> None:
     assert [e.id for e in listed] == [
         e.id for e in events + rest if e.type not in ("event_start", "event_delta")
     ]
+
+
+def claude_created_agent_turn(target: Target, mcp_url: str) -> None:
+    """An agent made by ``beta.agents.create`` (toolset, a custom tool, an MCP server) runs a turn that
+    calls its MCP tool and its custom tool; and the same agent runs a turn through skyloop's own /v1."""
+    client = target.client()
+    token = f"#claude-made-{uuid.uuid4().hex[:8]}"
+    agent = client.beta.agents.create(
+        name="Made here",
+        model="claude-sonnet-4-6",
+        system="Use your tools.",
+        mcp_servers=[{"type": "url", "name": "glossary", "url": mcp_url}],
+        tools=[
+            {"type": "agent_toolset_20260401"},
+            {"type": "custom", "name": "lookup", "description": "Look it up", "input_schema": TOOL_SCHEMA},
+            {
+                "type": "mcp_toolset",
+                "mcp_server_name": "glossary",
+                "default_config": {"permission_policy": {"type": "always_allow"}},
+            },
+        ],
+    )
+    assert sorted(t.type for t in agent.tools) == ["agent_toolset_20260401", "custom", "mcp_toolset"]
+    assert [(m.name, m.url) for m in agent.mcp_servers] == [("glossary", mcp_url)]
+    target.script_model(
+        token,
+        [
+            {"tool_calls": [{"call_id": "c-define", "name": "define", "arguments": {"term": "turn"}}]},
+            {"tool_calls": [{"call_id": "c-lookup", "name": "lookup", "arguments": {"q": "answer"}}]},
+            {"text": "made here and done"},
+        ],
+    )
+    session = client.beta.sessions.create(agent=agent.id, environment_id=environment(client))
+    assert (session.agent.id, session.agent.version) == (agent.id, 1)
+    with client.beta.sessions.events.stream(session.id) as stream:
+        send_text(client, session.id, f"define it {token}")
+        events = read_until(stream, lambda e: e.type == "session.status_idle")
+        strict_events(events)
+        assert events[-1].stop_reason.type == "requires_action", dump(events)
+        assert any(e.type == "agent.mcp_tool_use" for e in events), dump(events)
+        (mcp_use,) = [e for e in events if e.type == "agent.mcp_tool_use"]
+        assert (mcp_use.name, mcp_use.mcp_server_name, mcp_use.input) == (
+            "define",
+            "glossary",
+            {"term": "turn"},
+        )
+        (mcp_result,) = [e for e in events if e.type == "agent.mcp_tool_result"]
+        assert mcp_result.mcp_tool_use_id == mcp_use.id
+        assert "one Step Functions execution" in mcp_result.content[0].text  # type: ignore[index,union-attr]
+        (use,) = [e for e in events if e.type == "agent.custom_tool_use"]
+        assert (use.name, use.input) == ("lookup", {"q": "answer"})
+        client.beta.sessions.events.send(
+            session.id,
+            events=[
+                {
+                    "type": "user.custom_tool_result",
+                    "custom_tool_use_id": use.id,
+                    "content": [{"type": "text", "text": HANDLER_OUTPUT}],
+                }
+            ],
+        )
+        rest = read_until(stream, idle("end_turn"))
+    strict_events(rest)
+    (message,) = [e for e in rest if e.type == "agent.message"]
+    assert message.content[0].text == "made here and done"
+    assert HANDLER_OUTPUT in _model_input(target, token)  # the custom tool's answer reached the model
+
+    # the reverse: the same agent through skyloop's own /v1 sessions (its id is skyloop's agent id)
+    target.script_model(f"{token}-v1", [{"text": "answered through /v1"}])
+    r = target.raw("POST", "/v1/sessions", json={"agent_id": agent.id})
+    assert r.status_code in (200, 201), r.text
+    v1_session = r.json()["id"]
+    message_event = {
+        "type": "message",
+        "data": {"role": "user", "content": [{"type": "input_text", "text": f"hello {token}-v1"}]},
+    }
+    r = target.raw("POST", f"/v1/sessions/{v1_session}/events", json=message_event)
+    assert r.status_code in (200, 201, 202), r.text
+    deadline = time.monotonic() + 30
+    while target.raw("GET", f"/v1/sessions/{v1_session}").json()["status"] != "idle":
+        assert time.monotonic() < deadline, "the /v1 turn did not end"
+        time.sleep(0.1)
+    seen = history(client, v1_session)  # and the Claude API shows that session's events
+    (v1_message,) = [e for e in seen if e.type == "agent.message"]
+    assert v1_message.content[0].text == "answered through /v1"  # type: ignore[union-attr]
+    assert seen[-1].type == "session.status_idle"
+    assert seen[-1].stop_reason.type == "end_turn"
+
+
+def _model_input(target: Target, token: str) -> str:
+    """The model requests the mock captured for a conversation carrying ``token`` (as JSON text)."""
+    assert target.mock_control
+    r = httpx.get(f"{target.mock_control}/mock/requests", timeout=10)
+    assert r.status_code == 200, r.text
+    return "\n".join(json.dumps(b) for b in r.json()["requests"] if token in json.dumps(b))
 
 
 def unsupported_features(target: Target) -> None:

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture
 def target(live_server: str, live_runner_id: str) -> Target:
-    return Target(live_server)
+    return Target(live_server, mock_control=f"{live_server}/_mock")  # skyloop dev's offline model
 
 
 def test_pinned_sdk_version() -> None:
@@ -96,3 +96,8 @@ def test_initial_events_and_interrupt(target: Target) -> None:
 
 def test_environment_worker_serves_a_self_hosted_session(target: Target, tmp_path: Path) -> None:
     asyncio.run(scenarios.environment_worker(target, tmp_path))
+
+
+def test_turn_on_an_agent_made_through_the_claude_api(target: Target) -> None:
+    with scenarios.glossary_mcp() as mcp:
+        scenarios.claude_created_agent_turn(target, f"{mcp.url}/mcp")

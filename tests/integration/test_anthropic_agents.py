@@ -42,13 +42,16 @@ from tests.anthropic_suite.scenarios import (
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from tests.integration.conftest import Stack
+    from tests.integration.conftest import MockLLM, Stack
 
 
 @pytest.fixture(scope="module")
-def target(aws: Stack) -> Iterator[Target]:
+def target(aws: Stack, mock_llm: MockLLM) -> Iterator[Target]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SKYLOOP_REQUIRE_TOKEN", "true")
+        # what an agent made through the Claude API runs on (its model id is a bare name): the mock model
+        default = {"harness": "openai-agents", "auth": {"type": "api_key", "base_url": mock_llm.base_url}}
+        mp.setenv("SKYLOOP_DEFAULT_EXECUTOR", json.dumps(default))
         mp.setenv("SKYLOOP_API_FUNCTION", aws.resources.function_arns["api"])
         mp.setenv("SKYLOOP_HEARTBEAT_S", "15")
         get_settings.cache_clear()
@@ -65,7 +68,7 @@ def target(aws: Stack) -> Iterator[Target]:
             time.sleep(0.01)
         port = server.servers[0].sockets[0].getsockname()[1]
         try:
-            yield Target(f"http://127.0.0.1:{port}", token=token)
+            yield Target(f"http://127.0.0.1:{port}", token=token, mock_control=mock_llm.url)
         finally:
             server.should_exit = True
             thread.join(timeout=5)
@@ -226,3 +229,8 @@ def test_initial_events_and_interrupt(target: Target) -> None:
 
 def test_environment_worker_serves_a_self_hosted_session(target: Target, tmp_path: Path) -> None:
     asyncio.run(scenarios.environment_worker(target, tmp_path))
+
+
+def test_turn_on_an_agent_made_through_the_claude_api(target: Target) -> None:
+    with scenarios.glossary_mcp() as mcp:
+        scenarios.claude_created_agent_turn(target, f"{mcp.url}/mcp")
