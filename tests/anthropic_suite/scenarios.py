@@ -649,6 +649,49 @@ def dropped_stream_resumes(target: Target) -> None:
     assert len(set(ids)) == len(ids)
 
 
+def stream_resumed_while_running(target: Target) -> None:
+    """A stream dropped while the turn goes on, re-opened with Last-Event-ID while it still runs: the
+    missed events are replayed, then the live ones follow, each once, no gap."""
+    client = target.client()
+    script = [
+        {"tool_calls": [{"name": "lookup", "arguments": {"q": "answer"}}]},
+        {"text": "slow answer after {{output}}", "delay_ms": 2500},  # still running when we reconnect
+    ]
+    session = client.beta.sessions.create(
+        agent=scripted_agent(target, script), environment_id=environment(client)
+    )
+    with client.beta.sessions.events.stream(session.id) as stream:
+        send_text(client, session.id, "go")
+        before = read_until(stream, lambda e: e.type == "agent.custom_tool_use")
+    use = before[-1]
+    # dropped: the answer goes in and the turn runs on while nobody reads
+    client.beta.sessions.events.send(
+        session.id,
+        events=[
+            {
+                "type": "user.custom_tool_result",
+                "custom_tool_use_id": use.id,
+                "content": [{"type": "text", "text": "x"}],
+            }
+        ],
+    )
+    missed = wait_for(client, session.id, lambda e: e.type == "user.custom_tool_result")
+    with client.beta.sessions.events.stream(session.id, extra_headers={"Last-Event-ID": use.id}) as stream:
+        assert client.beta.sessions.retrieve(session.id).status == "running"  # reconnected mid-turn
+        after = read_until(stream, idle("end_turn"))
+    strict_events(after)
+    missed_ids = [e.id for e in missed]
+    replayed = missed_ids[missed_ids.index(use.id) + 1 :]
+    assert [e.id for e in after[: len(replayed)]] == replayed  # what happened while dropped, first
+    live = [e.type for e in after[len(replayed) :]]
+    assert "agent.message" in live, live  # then what happened after reconnecting
+    assert "span.model_request_end" in live, live
+    everything = history(client, session.id)
+    ids = [e.id for e in before + after]
+    assert ids == [e.id for e in everything], (ids, [e.id for e in everything])
+    assert len(set(ids)) == len(ids)
+
+
 def budget_reached(target: Target) -> None:
     """A budget stops the turn before the model call past it; the session says why."""
     client = target.client()

@@ -61,6 +61,10 @@ def test_dropped_stream_resumes_without_gap(target: Target) -> None:
     scenarios.dropped_stream_resumes(target)
 
 
+def test_stream_resumed_while_the_turn_runs(target: Target) -> None:
+    scenarios.stream_resumed_while_running(target)
+
+
 def test_budget_reached(target: Target) -> None:
     scenarios.budget_reached(target)
 
