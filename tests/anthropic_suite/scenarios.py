@@ -254,6 +254,11 @@ def environments_crud(target: Target) -> None:
     )
     assert limited.config.networking.type == "limited"  # type: ignore[union-attr]
     assert limited.metadata == {"b": "2"}
+    # packages are installed by setup commands, which need the network
+    with pytest.raises(anthropic.BadRequestError) as err:
+        environment(client, "cloud", networking={"type": "limited"}, packages={"pip": ["rich"]})
+    assert err.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
+    assert "config.packages.pip" in err.value.body["error"]["message"]  # type: ignore[index]
     local = envs.create(name="laptop", config={"type": "self_hosted"})
     assert local.config.type == "self_hosted"
     ids = [e.id for e in envs.list(limit=1)]

@@ -176,6 +176,32 @@ def test_environments(target: Target) -> None:
     scenarios.environments_crud(target)
 
 
+@pytest.mark.parametrize(
+    ("config", "network", "setup"),
+    [
+        (
+            {"networking": {"type": "unrestricted"}, "packages": {"pip": ["rich"], "npm": ["left-pad"]}},
+            "public",
+            2,
+        ),
+        ({"networking": {"type": "limited"}}, "none", 0),
+    ],
+)
+def test_a_cloud_environment_session_gets_the_hosted_environment(
+    target: Target, config: dict[str, Any], network: str, setup: int
+) -> None:
+    """The session record (read in this process: moto is shared) carries the mapped hosted environment."""
+    client = target.client()
+    env_id = environment(client, "cloud", **config)
+    session = client.beta.sessions.create(agent=scripted_agent(target, TOOL_SCRIPT), environment_id=env_id)
+    stored = deps.store().get_session(session.id)
+    assert stored.environment is not None
+    assert stored.environment_id == env_id
+    assert stored.environment.network == network
+    assert len(stored.environment.setup) == setup
+    assert [c.split()[-1] for c in stored.environment.setup] == ["rich", "left-pad"][:setup]
+
+
 def test_custom_tool_turn(target: Target) -> None:
     scenarios.custom_tool_turn(target)
 
