@@ -11,6 +11,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import anthropic
@@ -418,86 +419,183 @@ def _model_input(target: Target, token: str) -> str:
     return "\n".join(json.dumps(b) for b in r.json()["requests"] if token in json.dumps(b))
 
 
-def unsupported_features(target: Target) -> None:
-    client = target.client()
-    agent_id = scripted_agent(target, TOOL_SCRIPT)
-    env_id = environment(client)
-    cases: list[tuple[str, Any]] = [
-        (
-            "skills",
-            lambda: client.beta.agents.create(
-                name="x", model="m", skills=[{"type": "anthropic", "skill_id": "pdf"}]
-            ),
+class Given:
+    """What an unsupported-feature case calls with: a client, and an agent, environment and session
+    (no budget) made on first use."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.client = target.client()
+
+    @cached_property
+    def agent_id(self) -> str:
+        return scripted_agent(self.target, TOOL_SCRIPT)
+
+    @cached_property
+    def env_id(self) -> str:
+        return environment(self.client)
+
+    @cached_property
+    def session_id(self) -> str:
+        return self.client.beta.sessions.create(agent=self.agent_id, environment_id=self.env_id).id
+
+    @cached_property
+    def waiting_use_id(self) -> str:
+        """A custom tool use the session waits on (a turn that stopped with requires_action)."""
+        send_text(self.client, self.session_id, "go")
+        events = wait_for(self.client, self.session_id, idle("requires_action"))
+        return next(e.id for e in events if e.type == "agent.custom_tool_use")
+
+    def agent(self, **body: Any) -> Any:
+        return self.client.beta.agents.create(name="x", **{"model": "m", **body})
+
+    def cloud(self, **config: Any) -> Any:
+        return self.client.beta.environments.create(name="x", config={"type": "cloud", **config})
+
+    def session(self, **body: Any) -> Any:
+        return self.client.beta.sessions.create(
+            **{"agent": self.agent_id, "environment_id": self.env_id, **body}
+        )
+
+    def send(self, *events: Any) -> Any:
+        return self.client.beta.sessions.events.send(self.session_id, events=list(events))
+
+    def mcp(self, toolset: dict[str, Any]) -> Any:
+        return self.agent(
+            mcp_servers=[{"type": "url", "name": "g", "url": "https://mcp.example.com/mcp"}],
+            tools=[{"type": "mcp_toolset", "mcp_server_name": "g", **toolset}],
+        )
+
+
+def _text_message(*blocks: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "user.message", "content": [{"type": "text", "text": "hi"}, *blocks]}
+
+
+OUTCOME = {"type": "user.define_outcome", "description": "d", "rubric": {"type": "text", "content": "r"}}
+BUDGET = {"type": "limit", "max_list_cost": {"amount": "1.00", "currency": "USD"}}
+# every row of docs/anthropic.md's "Not supported" table: (what the 400's message names, the call)
+UNSUPPORTED: dict[str, tuple[str, Any]] = {
+    "skills": ("skills", lambda g: g.agent(skills=[{"type": "anthropic", "skill_id": "pdf"}])),
+    "multiagent": ("multiagent", lambda g: g.agent(multiagent={"type": "coordinator", "agents": []})),
+    "session threads": ("session threads", lambda g: g.client.beta.sessions.threads.list(g.session_id)),
+    "execution_identity": (
+        "execution_identity aws_role",
+        lambda g: g.agent(
+            execution_identity={"type": "aws_role", "role_arn": "arn:aws:iam::123456789012:role/r"}
         ),
-        (
-            "multiagent",
-            lambda: client.beta.agents.create(
-                name="x", model="m", multiagent={"type": "coordinator", "agents": []}
-            ),
+    ),
+    "model.speed": ("fast mode", lambda g: g.agent(model={"id": "m", "speed": "fast"})),
+    "model.inference_geo": ("inference_geo", lambda g: g.agent(model={"id": "m", "inference_geo": "us"})),
+    "web_fetch": (
+        "web_fetch",
+        lambda g: g.agent(
+            tools=[{"type": "agent_toolset_20260401", "configs": [{"name": "web_fetch", "enabled": True}]}]
         ),
-        (
-            "web_fetch",
-            lambda: client.beta.agents.create(
-                name="x",
-                model="m",
-                tools=[
-                    {"type": "agent_toolset_20260401", "configs": [{"name": "web_fetch", "enabled": True}]}
-                ],
-            ),
+    ),
+    "web_search": (
+        "web_search",
+        lambda g: g.agent(
+            tools=[{"type": "agent_toolset_20260401", "configs": [{"name": "web_search", "enabled": True}]}]
         ),
-        (
-            "apt packages",
-            lambda: client.beta.environments.create(
-                name="x", config={"type": "cloud", "packages": {"apt": ["git"]}}
-            ),
+    ),
+    "single MCP tools disabled": (
+        "disabling single MCP tools",
+        lambda g: g.mcp({"configs": [{"name": "define", "enabled": False}]}),
+    ),
+    "policies within one MCP server": (
+        "different permission policies",
+        lambda g: g.mcp(
+            {
+                "configs": [
+                    {"name": "define", "permission_policy": {"type": "always_ask"}},
+                    {"name": "search", "permission_policy": {"type": "always_allow"}},
+                ]
+            }
         ),
-        (
-            "networking.allowed_hosts",
-            lambda: client.beta.environments.create(
-                name="x",
-                config={"type": "cloud", "networking": {"type": "limited", "allowed_hosts": ["example.com"]}},
-            ),
+    ),
+    "allowed_hosts": (
+        "networking.allowed_hosts",
+        lambda g: g.cloud(networking={"type": "limited", "allowed_hosts": ["example.com"]}),
+    ),
+    "allow_package_managers": (
+        "networking.allow_package_managers",
+        lambda g: g.cloud(networking={"type": "limited", "allow_package_managers": True}),
+    ),
+    **{
+        f"{manager} packages": (f"{manager} packages", lambda g, m=manager: g.cloud(packages={m: ["x"]}))
+        for manager in ("apt", "cargo", "gem", "go")
+    },
+    "vaults": ("vaults", lambda g: g.session(vault_ids=["v"])),
+    "session resources": (
+        "session resources",
+        lambda g: g.session(resources=[{"type": "file", "file_id": "f"}]),
+    ),
+    "agent_with_overrides": (
+        "agent_with_overrides",
+        lambda g: g.session(agent={"type": "agent_with_overrides", "id": g.agent_id, "system": "other"}),
+    ),
+    "outcomes at create": ("outcomes", lambda g: g.session(initial_events=[OUTCOME])),
+    "outcomes sent": ("outcomes", lambda g: g.send(OUTCOME)),
+    "system.message": (
+        "system messages",
+        lambda g: g.send(
+            _text_message(), {"type": "system.message", "content": [{"type": "text", "text": "s"}]}
         ),
-        (
-            "vaults",
-            lambda: client.beta.sessions.create(agent=agent_id, environment_id=env_id, vault_ids=["v"]),
+    ),
+    "images by file_id": (
+        "images by file_id",
+        lambda g: g.send(_text_message({"type": "image", "source": {"type": "file", "file_id": "file_1"}})),
+    ),
+    "non-text tool results": (
+        "blocks in tool results",
+        lambda g: g.send(
+            {
+                "type": "user.custom_tool_result",
+                "custom_tool_use_id": g.waiting_use_id,
+                "content": [{"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}],
+            }
         ),
-        (
-            "session resources",
-            lambda: client.beta.sessions.create(
-                agent=agent_id, environment_id=env_id, resources=[{"type": "file", "file_id": "f"}]
-            ),
+    ),
+    "changing a session's tools": (
+        "changing a session's tools",
+        lambda g: g.client.beta.sessions.update(g.session_id, agent={"tools": []}),
+    ),
+    "/vaults": ("vaults", lambda g: g.client.beta.vaults.list()),
+    "/memory_stores": ("memory stores", lambda g: g.client.get("/v1/memory_stores", cast_to=object)),
+    "/deployments": ("deployments", lambda g: g.client.get("/v1/deployments", cast_to=object)),
+    "/messages": (
+        "the Messages API",
+        lambda g: g.client.messages.create(
+            model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
         ),
-        (
-            "outcomes",
-            lambda: client.beta.sessions.create(
-                agent=agent_id,
-                environment_id=env_id,
-                initial_events=[
-                    {
-                        "type": "user.define_outcome",
-                        "description": "d",
-                        "rubric": {"type": "text", "content": "r"},
-                    }
-                ],
-            ),
-        ),
-        ("session threads", lambda: client.beta.sessions.threads.list("0" * 32)),
-        ("vaults", lambda: client.get("/v1/vaults", cast_to=object)),
-        ("memory stores", lambda: client.get("/v1/memory_stores", cast_to=object)),
-        ("deployments", lambda: client.get("/v1/deployments", cast_to=object)),
-    ]
-    for feature, call in cases:
-        with pytest.raises(anthropic.BadRequestError) as err:
-            call()
-        body = err.value.body
-        assert body["type"] == "error", body  # type: ignore[index]
-        assert body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
-        assert feature in body["error"]["message"], (feature, body)  # type: ignore[index]
-    # an unknown route under the prefix is a 404 in Anthropic's shape, never the console's page
+    ),
+    "/files": ("the Files API", lambda g: g.client.beta.files.list()),
+    "/models": ("the Models API", lambda g: g.client.models.list()),
+    "/skills": ("skills", lambda g: g.client.beta.skills.list()),
+    "a budget added to a session without one": (
+        "a session opened without a budget cannot get one",
+        lambda g: g.client.beta.sessions.update(g.session_id, budget=BUDGET),
+    ),
+}
+
+
+def unsupported_feature(target: Target, case: str) -> None:
+    """One unsupported feature: a 400 in Anthropic's shape whose message names it."""
+    feature, call = UNSUPPORTED[case]
+    with pytest.raises(anthropic.BadRequestError) as err:
+        call(Given(target))
+    body = err.value.body
+    assert body["type"] == "error", body  # type: ignore[index]
+    assert body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
+    assert feature in body["error"]["message"], (feature, body)  # type: ignore[index]
+
+
+def unknown_route_is_404(target: Target) -> None:
+    """An unknown route under the prefix is a 404 in Anthropic's shape, never the console's page."""
     r = target.raw("GET", "/anthropic/v1/nothing-here")
     assert r.status_code == 404, r.text
     assert r.json()["type"] == "error", r.text
+    assert r.json()["error"]["type"] == "not_found_error", r.text
 
 
 def dump(events: list[Any]) -> str:

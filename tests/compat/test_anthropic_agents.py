@@ -73,8 +73,13 @@ def test_events_listed_and_paged(target: Target) -> None:
     scenarios.events_listed_and_paged(target)
 
 
-def test_unsupported_features_are_400_naming_them(target: Target) -> None:
-    scenarios.unsupported_features(target)
+@pytest.mark.parametrize("case", list(scenarios.UNSUPPORTED))
+def test_unsupported_feature_is_a_400_naming_it(target: Target, case: str) -> None:
+    scenarios.unsupported_feature(target, case)
+
+
+def test_an_unknown_route_is_a_404_in_anthropics_shape(target: Target) -> None:
+    scenarios.unknown_route_is_404(target)
 
 
 def test_async_client(target: Target) -> None:
