@@ -411,6 +411,44 @@ def claude_created_agent_turn(target: Target, mcp_url: str) -> None:
     assert seen[-1].stop_reason.type == "end_turn"
 
 
+def pinned_version_and_session_update(target: Target) -> None:
+    """A session pinned to ``{type: agent, id, version}`` runs that version after the agent is updated
+    (one by id runs the newest); ``sessions.update`` changes title and metadata (null deletes a key)."""
+    client = target.client()
+    agent = client.beta.agents.create(name="Pinned", model="claude-haiku-4-5", system="You are version one.")
+    updated = client.beta.agents.update(agent.id, system="You are version two.", version=1)
+    assert updated.version == 2
+    env_id = environment(client)
+    pinned = client.beta.sessions.create(
+        agent={"type": "agent", "id": agent.id, "version": 1},
+        environment_id=env_id,
+        title="first",
+        metadata={"keep": "1", "drop": "2"},
+    )
+    newest = client.beta.sessions.create(agent=agent.id, environment_id=env_id)
+    assert (pinned.agent.version, pinned.agent.system) == (1, "You are version one.")
+    assert (newest.agent.version, newest.agent.system) == (2, "You are version two.")
+    for session, token in (
+        (pinned, f"#pin-{uuid.uuid4().hex[:8]}"),
+        (newest, f"#new-{uuid.uuid4().hex[:8]}"),
+    ):
+        target.script_model(token, [{"text": "ok"}])
+        send_text(client, session.id, f"which version? {token}")
+        wait_for(client, session.id, idle("end_turn"))
+        seen = _model_input(target, token)
+        wanted, other = ("one", "two") if session is pinned else ("two", "one")
+        assert f"You are version {wanted}." in seen, seen[:2000]
+        assert f"You are version {other}." not in seen
+    assert client.beta.sessions.retrieve(pinned.id).agent.version == 1  # still pinned after its turn
+
+    changed = client.beta.sessions.update(pinned.id, title="renamed", metadata={"drop": None, "new": "3"})
+    assert (changed.title, changed.metadata) == ("renamed", {"keep": "1", "new": "3"})
+    again = client.beta.sessions.retrieve(pinned.id)
+    assert (again.title, again.metadata) == ("renamed", {"keep": "1", "new": "3"})
+    untouched = client.beta.sessions.update(pinned.id, metadata={"keep": "x"})
+    assert (untouched.title, untouched.metadata) == ("renamed", {"keep": "x", "new": "3"})  # title kept
+
+
 def _model_input(target: Target, token: str) -> str:
     """The model requests the mock captured for a conversation carrying ``token`` (as JSON text)."""
     assert target.mock_control
@@ -900,8 +938,17 @@ def events_listed_and_paged(target: Target) -> None:
 async def async_client(target: Target) -> None:
     """The async client: agents, sessions, a custom tool answered, history."""
     client = target.async_client()
-    agent = await client.beta.agents.create(name="async", model="claude-haiku-4-5")
+    agent = await client.beta.agents.create(name="async", model="claude-haiku-4-5", system="Be quick.")
     assert (await client.beta.agents.retrieve(agent.id)).id == agent.id
+    updated = await client.beta.agents.update(agent.id, system="Be async.", version=1)
+    assert (updated.version, updated.system) == (2, "Be async.")
+    assert (await client.beta.agents.retrieve(agent.id, version=1)).system == "Be quick."
+    assert [v.version async for v in client.beta.agents.versions.list(agent.id, limit=1)] == [2, 1]
+    with pytest.raises(anthropic.ConflictError):
+        await client.beta.agents.update(agent.id, system="stale", version=1)
+    archived = await client.beta.agents.archive(agent.id)
+    assert archived.archived_at is not None
+    assert agent.id not in [a.id async for a in client.beta.agents.list()]
     env = await client.beta.environments.create(name="async", config={"type": "self_hosted"})
     session = await client.beta.sessions.create(
         agent=scripted_agent(target, TOOL_SCRIPT), environment_id=env.id
@@ -910,7 +957,9 @@ async def async_client(target: Target) -> None:
         await client.beta.sessions.events.send(
             session.id, events=[{"type": "user.message", "content": [{"type": "text", "text": "go"}]}]
         )
+        seen: list[Any] = []
         async for event in stream:
+            seen.append(event)
             if event.type == "agent.custom_tool_use":
                 await client.beta.sessions.events.send(
                     session.id,
@@ -926,6 +975,10 @@ async def async_client(target: Target) -> None:
                 assert event.content[0].text == f"The tool said: {HANDLER_OUTPUT}"  # type: ignore[union-attr]
             if event.type == "session.status_idle" and event.stop_reason.type == "end_turn":
                 break
+    strict_events(seen)
+    types = [e.type for e in seen]
+    for kind in ("agent.custom_tool_use", "user.custom_tool_result", "agent.message"):
+        assert types.count(kind) == 1, types
     listed = [s.id async for s in client.beta.sessions.list()]
     assert session.id in listed
     await client.close()
@@ -1155,6 +1208,20 @@ async def environment_worker(target: Target, workdir: Any) -> None:
         max_idle=1.0,
         tools=lambda context: [*beta_agent_toolset_20260401(context), lookup],  # bound to each session
     )
+
+    async def watch() -> list[Any]:
+        """The session's stream while the worker serves it (from its first event: Last-Event-ID 0)."""
+        out: list[Any] = []
+        async with await client.beta.sessions.events.stream(
+            session.id, extra_headers={"Last-Event-ID": "0"}
+        ) as stream:
+            async for event in stream:
+                out.append(event)
+                if event.type == "session.status_idle" and event.stop_reason.type == "end_turn":
+                    return out
+        return out
+
+    watching = asyncio.create_task(watch())
     running = asyncio.create_task(worker.run())
     seen = ["queued"]
     try:
@@ -1171,6 +1238,9 @@ async def environment_worker(target: Target, workdir: Any) -> None:
         with contextlib.suppress(asyncio.CancelledError):
             await running
 
+    streamed = await asyncio.wait_for(watching, timeout=30)
+    strict_events(streamed)
+    assert [e.type for e in streamed].count("agent.tool_use") == 1, [e.type for e in streamed]
     assert seen == sorted(seen, key=WORK_STATES.index), seen  # only forward
     assert (workdir / "made.txt").read_text() == "by the worker"
     events = [e async for e in client.beta.sessions.events.list(session.id, limit=100)]

@@ -269,3 +269,7 @@ def test_environment_worker_serves_a_self_hosted_session(target: Target, tmp_pat
 def test_turn_on_an_agent_made_through_the_claude_api(target: Target) -> None:
     with scenarios.glossary_mcp() as mcp:
         scenarios.claude_created_agent_turn(target, f"{mcp.url}/mcp")
+
+
+def test_a_session_pinned_to_a_version_runs_it_after_an_update(target: Target) -> None:
+    scenarios.pinned_version_and_session_update(target)
