@@ -12,7 +12,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anthropic
 import httpx
@@ -20,6 +20,9 @@ import pytest
 from anthropic import Anthropic, AsyncAnthropic
 from anthropic.types.beta import sessions as session_types
 from pydantic import TypeAdapter
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 TOOL_SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
 HANDLER_OUTPUT = "forty-two from the client"
@@ -33,6 +36,9 @@ class Target:
     token: str = "unused"  # a skyloop bearer token (the SDK's api_key)
     # the control API (``/mock/configure``) of the model a bare model id runs on (the default executor)
     mock_control: str | None = None
+    # moves a session's lifecycle events to the webhook endpoints where nothing runs by itself (moto has
+    # no table stream or queue triggers: the Lambda-shape suite hands them to the functions)
+    pump: Callable[[str], None] | None = None
 
     def script_model(self, match: str, responses: list[dict[str, Any]]) -> None:
         """Queue the default executor's model's answers to a user text containing ``match``."""
@@ -1070,6 +1076,8 @@ def webhook_verified_with_unwrap(target: Target) -> None:
         wait_for(client, session.id, idle("end_turn"))
         deadline = time.monotonic() + 30
         while True:
+            if target.pump is not None:
+                target.pump(session.id)
             mine = [x for x in receiver.received if x.event["data"].get("id") == session.id]
             if len(mine) >= 2 or time.monotonic() > deadline:
                 break

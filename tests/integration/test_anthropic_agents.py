@@ -5,15 +5,21 @@ do: a GET of the Claude events stream goes to the stream app (:mod:`skyloop.stre
 every other request becomes an HTTP API payload 2.0 event for the real ``functions/api/handler.py``,
 run by moto's Lambda; turns run on the real state machine (moto's Step Functions). The same
 scenarios run against ``skyloop dev`` in ``tests/compat/test_anthropic_agents.py``.
+
+moto runs no table stream and no queue trigger, so the webhook scenario hands the session's rows to
+the real ``lifecycle_events`` function and the FIFO queue's messages to the real ``webhook_delivery``
+function, as the cloud's triggers would (``Target.pump``; the helpers of ``tests/integration/test_webhooks.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import shutil
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +44,7 @@ from tests.anthropic_suite.scenarios import (
     send_text,
     strict_events,
 )
+from tests.integration.test_webhooks import deliver, publish, stream_records
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -273,3 +280,27 @@ def test_turn_on_an_agent_made_through_the_claude_api(target: Target) -> None:
 
 def test_a_session_pinned_to_a_version_runs_it_after_an_update(target: Target) -> None:
     scenarios.pinned_version_and_session_update(target)
+
+
+@pytest.fixture
+def webhook_target(target: Target, aws: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[Target]:
+    """The target, with a FIFO delivery queue and receivers on loopback; its pump publishes a session's
+    rows (as the table stream would) and delivers every queued message (as the queue's trigger would)."""
+    queue = deps.client("sqs").create_queue(
+        QueueName=f"claude-suite-{uuid.uuid4().hex[:8]}.fifo", Attributes={"FifoQueue": "true"}
+    )["QueueUrl"]
+    monkeypatch.setenv("SKYLOOP_WEBHOOK_QUEUE_URL", queue)
+    monkeypatch.setenv("SKYLOOP_OUTBOUND_ALLOW_LOOPBACK", "true")
+    get_settings.cache_clear()
+
+    def pump(session_id: str) -> None:
+        assert publish(stream_records(aws, session_id, created=True)) == {"batchItemFailures": []}
+        while deliver(queue)[1]:
+            pass
+
+    yield dataclasses.replace(target, pump=pump)
+    get_settings.cache_clear()
+
+
+def test_a_webhook_verifies_with_unwrap(webhook_target: Target) -> None:
+    scenarios.webhook_verified_with_unwrap(webhook_target)
