@@ -121,6 +121,23 @@ def bearer_token(authorization: str | None) -> str | None:
     return value.strip()
 
 
+SIGV4_SCHEME = "AWS4-HMAC-SHA256"  # an AWS request signature, e.g. CloudFront's Origin Access Control's
+
+
+def claude_authorization(authorization: str | None, api_key: str | None) -> str | None:
+    """The client's credential on a Claude Managed Agents path, as an ``Authorization`` value.
+
+    Anthropic's clients send ``Authorization: Bearer`` or ``x-api-key``. Behind CloudFront, Origin
+    Access Control signs the request to the stream function's URL in ``Authorization`` (replacing the
+    viewer's), so a SigV4 signature there is never the client's token: ``x-api-key`` is.
+    """
+    if authorization and not authorization.lstrip().startswith(SIGV4_SCHEME):
+        return authorization
+    if api_key:
+        return f"Bearer {api_key}"
+    return None
+
+
 def authenticate(store: Store, authorization: str | None, settings: Settings | None = None) -> Principal:
     """The principal of the header's token; ``UnauthorizedError`` unless it is valid."""
     token = bearer_token(authorization)

@@ -11,7 +11,8 @@ import json
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 import anthropic
 import httpx
@@ -19,6 +20,9 @@ import pytest
 from anthropic import Anthropic, AsyncAnthropic
 from anthropic.types.beta import sessions as session_types
 from pydantic import TypeAdapter
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 TOOL_SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
 HANDLER_OUTPUT = "forty-two from the client"
@@ -30,6 +34,21 @@ HISTORY_EVENTS: TypeAdapter[Any] = TypeAdapter(session_types.BetaManagedAgentsSe
 class Target:
     base_url: str  # the deployment's endpoint (skyloop's own API under /v1)
     token: str = "unused"  # a skyloop bearer token (the SDK's api_key)
+    # the control API (``/mock/configure``) of the model a bare model id runs on (the default executor)
+    mock_control: str | None = None
+    # moves a session's lifecycle events to the webhook endpoints where nothing runs by itself (moto has
+    # no table stream or queue triggers: the Lambda-shape suite hands them to the functions)
+    pump: Callable[[str], None] | None = None
+
+    def script_model(self, match: str, responses: list[dict[str, Any]]) -> None:
+        """Queue the default executor's model's answers to a user text containing ``match``."""
+        assert self.mock_control, "this target has no mock model for agents made through the Claude API"
+        r = httpx.post(
+            f"{self.mock_control}/mock/configure",
+            json={"key": f"match-{match}", "match": match, "responses": responses},
+            timeout=10,
+        )
+        assert r.status_code == 200, r.text
 
     def client(self, **kwargs: Any) -> Anthropic:
         return Anthropic(
@@ -242,6 +261,11 @@ def environments_crud(target: Target) -> None:
     )
     assert limited.config.networking.type == "limited"  # type: ignore[union-attr]
     assert limited.metadata == {"b": "2"}
+    # packages are installed by setup commands, which need the network
+    with pytest.raises(anthropic.BadRequestError) as err:
+        environment(client, "cloud", networking={"type": "limited"}, packages={"pip": ["rich"]})
+    assert err.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
+    assert "config.packages.pip" in err.value.body["error"]["message"]  # type: ignore[index]
     local = envs.create(name="laptop", config={"type": "self_hosted"})
     assert local.config.type == "self_hosted"
     ids = [e.id for e in envs.list(limit=1)]
@@ -306,86 +330,316 @@ def custom_tool_turn(target: Target) -> None:
     ]
 
 
-def unsupported_features(target: Target) -> None:
+def claude_created_agent_turn(target: Target, mcp_url: str) -> None:
+    """An agent made by ``beta.agents.create`` (toolset, a custom tool, an MCP server) runs a turn that
+    calls its MCP tool and its custom tool; and the same agent runs a turn through skyloop's own /v1."""
     client = target.client()
-    agent_id = scripted_agent(target, TOOL_SCRIPT)
+    token = f"#claude-made-{uuid.uuid4().hex[:8]}"
+    agent = client.beta.agents.create(
+        name="Made here",
+        model="claude-sonnet-4-6",
+        system="Use your tools.",
+        mcp_servers=[{"type": "url", "name": "glossary", "url": mcp_url}],
+        tools=[
+            {"type": "agent_toolset_20260401"},
+            {"type": "custom", "name": "lookup", "description": "Look it up", "input_schema": TOOL_SCHEMA},
+            {
+                "type": "mcp_toolset",
+                "mcp_server_name": "glossary",
+                "default_config": {"permission_policy": {"type": "always_allow"}},
+            },
+        ],
+    )
+    assert sorted(t.type for t in agent.tools) == ["agent_toolset_20260401", "custom", "mcp_toolset"]
+    assert [(m.name, m.url) for m in agent.mcp_servers] == [("glossary", mcp_url)]
+    target.script_model(
+        token,
+        [
+            {"tool_calls": [{"call_id": "c-define", "name": "define", "arguments": {"term": "turn"}}]},
+            {"tool_calls": [{"call_id": "c-lookup", "name": "lookup", "arguments": {"q": "answer"}}]},
+            {"text": "made here and done"},
+        ],
+    )
+    session = client.beta.sessions.create(agent=agent.id, environment_id=environment(client))
+    assert (session.agent.id, session.agent.version) == (agent.id, 1)
+    with client.beta.sessions.events.stream(session.id) as stream:
+        send_text(client, session.id, f"define it {token}")
+        events = read_until(stream, lambda e: e.type == "session.status_idle")
+        strict_events(events)
+        assert events[-1].stop_reason.type == "requires_action", dump(events)
+        assert any(e.type == "agent.mcp_tool_use" for e in events), dump(events)
+        (mcp_use,) = [e for e in events if e.type == "agent.mcp_tool_use"]
+        assert (mcp_use.name, mcp_use.mcp_server_name, mcp_use.input) == (
+            "define",
+            "glossary",
+            {"term": "turn"},
+        )
+        (mcp_result,) = [e for e in events if e.type == "agent.mcp_tool_result"]
+        assert mcp_result.mcp_tool_use_id == mcp_use.id
+        assert "one Step Functions execution" in mcp_result.content[0].text  # type: ignore[index,union-attr]
+        (use,) = [e for e in events if e.type == "agent.custom_tool_use"]
+        assert (use.name, use.input) == ("lookup", {"q": "answer"})
+        client.beta.sessions.events.send(
+            session.id,
+            events=[
+                {
+                    "type": "user.custom_tool_result",
+                    "custom_tool_use_id": use.id,
+                    "content": [{"type": "text", "text": HANDLER_OUTPUT}],
+                }
+            ],
+        )
+        rest = read_until(stream, idle("end_turn"))
+    strict_events(rest)
+    (message,) = [e for e in rest if e.type == "agent.message"]
+    assert message.content[0].text == "made here and done"
+    assert HANDLER_OUTPUT in _model_input(target, token)  # the custom tool's answer reached the model
+
+    # the reverse: the same agent through skyloop's own /v1 sessions (its id is skyloop's agent id)
+    target.script_model(f"{token}-v1", [{"text": "answered through /v1"}])
+    r = target.raw("POST", "/v1/sessions", json={"agent_id": agent.id})
+    assert r.status_code in (200, 201), r.text
+    v1_session = r.json()["id"]
+    message_event = {
+        "type": "message",
+        "data": {"role": "user", "content": [{"type": "input_text", "text": f"hello {token}-v1"}]},
+    }
+    r = target.raw("POST", f"/v1/sessions/{v1_session}/events", json=message_event)
+    assert r.status_code in (200, 201, 202), r.text
+    deadline = time.monotonic() + 30
+    while target.raw("GET", f"/v1/sessions/{v1_session}").json()["status"] != "idle":
+        assert time.monotonic() < deadline, "the /v1 turn did not end"
+        time.sleep(0.1)
+    seen = history(client, v1_session)  # and the Claude API shows that session's events
+    (v1_message,) = [e for e in seen if e.type == "agent.message"]
+    assert v1_message.content[0].text == "answered through /v1"  # type: ignore[union-attr]
+    assert seen[-1].type == "session.status_idle"
+    assert seen[-1].stop_reason.type == "end_turn"
+
+
+def pinned_version_and_session_update(target: Target) -> None:
+    """A session pinned to ``{type: agent, id, version}`` runs that version after the agent is updated
+    (one by id runs the newest); ``sessions.update`` changes title and metadata (null deletes a key)."""
+    client = target.client()
+    agent = client.beta.agents.create(name="Pinned", model="claude-haiku-4-5", system="You are version one.")
+    updated = client.beta.agents.update(agent.id, system="You are version two.", version=1)
+    assert updated.version == 2
     env_id = environment(client)
-    cases: list[tuple[str, Any]] = [
-        (
-            "skills",
-            lambda: client.beta.agents.create(
-                name="x", model="m", skills=[{"type": "anthropic", "skill_id": "pdf"}]
-            ),
+    pinned = client.beta.sessions.create(
+        agent={"type": "agent", "id": agent.id, "version": 1},
+        environment_id=env_id,
+        title="first",
+        metadata={"keep": "1", "drop": "2"},
+    )
+    newest = client.beta.sessions.create(agent=agent.id, environment_id=env_id)
+    assert (pinned.agent.version, pinned.agent.system) == (1, "You are version one.")
+    assert (newest.agent.version, newest.agent.system) == (2, "You are version two.")
+    for session, token in (
+        (pinned, f"#pin-{uuid.uuid4().hex[:8]}"),
+        (newest, f"#new-{uuid.uuid4().hex[:8]}"),
+    ):
+        target.script_model(token, [{"text": "ok"}])
+        send_text(client, session.id, f"which version? {token}")
+        wait_for(client, session.id, idle("end_turn"))
+        seen = _model_input(target, token)
+        wanted, other = ("one", "two") if session is pinned else ("two", "one")
+        assert f"You are version {wanted}." in seen, seen[:2000]
+        assert f"You are version {other}." not in seen
+    assert client.beta.sessions.retrieve(pinned.id).agent.version == 1  # still pinned after its turn
+
+    changed = client.beta.sessions.update(pinned.id, title="renamed", metadata={"drop": None, "new": "3"})
+    assert (changed.title, changed.metadata) == ("renamed", {"keep": "1", "new": "3"})
+    again = client.beta.sessions.retrieve(pinned.id)
+    assert (again.title, again.metadata) == ("renamed", {"keep": "1", "new": "3"})
+    untouched = client.beta.sessions.update(pinned.id, metadata={"keep": "x"})
+    assert (untouched.title, untouched.metadata) == ("renamed", {"keep": "x", "new": "3"})  # title kept
+
+
+def _model_input(target: Target, token: str) -> str:
+    """The model requests the mock captured for a conversation carrying ``token`` (as JSON text)."""
+    assert target.mock_control
+    r = httpx.get(f"{target.mock_control}/mock/requests", timeout=10)
+    assert r.status_code == 200, r.text
+    return "\n".join(json.dumps(b) for b in r.json()["requests"] if token in json.dumps(b))
+
+
+class Given:
+    """What an unsupported-feature case calls with: a client, and an agent, environment and session
+    (no budget) made on first use."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.client = target.client()
+
+    @cached_property
+    def agent_id(self) -> str:
+        return scripted_agent(self.target, TOOL_SCRIPT)
+
+    @cached_property
+    def env_id(self) -> str:
+        return environment(self.client)
+
+    @cached_property
+    def session_id(self) -> str:
+        return self.client.beta.sessions.create(agent=self.agent_id, environment_id=self.env_id).id
+
+    @cached_property
+    def waiting_use_id(self) -> str:
+        """A custom tool use the session waits on (a turn that stopped with requires_action)."""
+        send_text(self.client, self.session_id, "go")
+        events = wait_for(self.client, self.session_id, idle("requires_action"))
+        return next(e.id for e in events if e.type == "agent.custom_tool_use")
+
+    def agent(self, **body: Any) -> Any:
+        return self.client.beta.agents.create(name="x", **{"model": "m", **body})
+
+    def cloud(self, **config: Any) -> Any:
+        return self.client.beta.environments.create(name="x", config={"type": "cloud", **config})
+
+    def session(self, **body: Any) -> Any:
+        return self.client.beta.sessions.create(
+            **{"agent": self.agent_id, "environment_id": self.env_id, **body}
+        )
+
+    def send(self, *events: Any) -> Any:
+        return self.client.beta.sessions.events.send(self.session_id, events=list(events))
+
+    def mcp(self, toolset: dict[str, Any]) -> Any:
+        return self.agent(
+            mcp_servers=[{"type": "url", "name": "g", "url": "https://mcp.example.com/mcp"}],
+            tools=[{"type": "mcp_toolset", "mcp_server_name": "g", **toolset}],
+        )
+
+
+def _text_message(*blocks: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "user.message", "content": [{"type": "text", "text": "hi"}, *blocks]}
+
+
+OUTCOME = {"type": "user.define_outcome", "description": "d", "rubric": {"type": "text", "content": "r"}}
+BUDGET = {"type": "limit", "max_list_cost": {"amount": "1.00", "currency": "USD"}}
+# every row of docs/anthropic.md's "Not supported" table: (what the 400's message names, the call)
+UNSUPPORTED: dict[str, tuple[str, Any]] = {
+    "skills": ("skills", lambda g: g.agent(skills=[{"type": "anthropic", "skill_id": "pdf"}])),
+    "multiagent": ("multiagent", lambda g: g.agent(multiagent={"type": "coordinator", "agents": []})),
+    "session threads": ("session threads", lambda g: g.client.beta.sessions.threads.list(g.session_id)),
+    "execution_identity": (
+        "execution_identity aws_role",
+        lambda g: g.agent(
+            execution_identity={"type": "aws_role", "role_arn": "arn:aws:iam::123456789012:role/r"}
         ),
-        (
-            "multiagent",
-            lambda: client.beta.agents.create(
-                name="x", model="m", multiagent={"type": "coordinator", "agents": []}
-            ),
+    ),
+    "model.speed": ("fast mode", lambda g: g.agent(model={"id": "m", "speed": "fast"})),
+    "model.inference_geo": ("inference_geo", lambda g: g.agent(model={"id": "m", "inference_geo": "us"})),
+    "web_fetch": (
+        "web_fetch",
+        lambda g: g.agent(
+            tools=[{"type": "agent_toolset_20260401", "configs": [{"name": "web_fetch", "enabled": True}]}]
         ),
-        (
-            "web_fetch",
-            lambda: client.beta.agents.create(
-                name="x",
-                model="m",
-                tools=[
-                    {"type": "agent_toolset_20260401", "configs": [{"name": "web_fetch", "enabled": True}]}
-                ],
-            ),
+    ),
+    "web_search": (
+        "web_search",
+        lambda g: g.agent(
+            tools=[{"type": "agent_toolset_20260401", "configs": [{"name": "web_search", "enabled": True}]}]
         ),
-        (
-            "apt packages",
-            lambda: client.beta.environments.create(
-                name="x", config={"type": "cloud", "packages": {"apt": ["git"]}}
-            ),
+    ),
+    "single MCP tools disabled": (
+        "disabling single MCP tools",
+        lambda g: g.mcp({"configs": [{"name": "define", "enabled": False}]}),
+    ),
+    "policies within one MCP server": (
+        "different permission policies",
+        lambda g: g.mcp(
+            {
+                "configs": [
+                    {"name": "define", "permission_policy": {"type": "always_ask"}},
+                    {"name": "search", "permission_policy": {"type": "always_allow"}},
+                ]
+            }
         ),
-        (
-            "networking.allowed_hosts",
-            lambda: client.beta.environments.create(
-                name="x",
-                config={"type": "cloud", "networking": {"type": "limited", "allowed_hosts": ["example.com"]}},
-            ),
+    ),
+    "allowed_hosts": (
+        "networking.allowed_hosts",
+        lambda g: g.cloud(networking={"type": "limited", "allowed_hosts": ["example.com"]}),
+    ),
+    "allow_package_managers": (
+        "networking.allow_package_managers",
+        lambda g: g.cloud(networking={"type": "limited", "allow_package_managers": True}),
+    ),
+    **{
+        f"{manager} packages": (f"{manager} packages", lambda g, m=manager: g.cloud(packages={m: ["x"]}))
+        for manager in ("apt", "cargo", "gem", "go")
+    },
+    "vaults": ("vaults", lambda g: g.session(vault_ids=["v"])),
+    "session resources": (
+        "session resources",
+        lambda g: g.session(resources=[{"type": "file", "file_id": "f"}]),
+    ),
+    "agent_with_overrides": (
+        "agent_with_overrides",
+        lambda g: g.session(agent={"type": "agent_with_overrides", "id": g.agent_id, "system": "other"}),
+    ),
+    "outcomes at create": ("outcomes", lambda g: g.session(initial_events=[OUTCOME])),
+    "outcomes sent": ("outcomes", lambda g: g.send(OUTCOME)),
+    "system.message": (
+        "system messages",
+        lambda g: g.send(
+            _text_message(), {"type": "system.message", "content": [{"type": "text", "text": "s"}]}
         ),
-        (
-            "vaults",
-            lambda: client.beta.sessions.create(agent=agent_id, environment_id=env_id, vault_ids=["v"]),
+    ),
+    "images by file_id": (
+        "images by file_id",
+        lambda g: g.send(_text_message({"type": "image", "source": {"type": "file", "file_id": "file_1"}})),
+    ),
+    "non-text tool results": (
+        "blocks in tool results",
+        lambda g: g.send(
+            {
+                "type": "user.custom_tool_result",
+                "custom_tool_use_id": g.waiting_use_id,
+                "content": [{"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}],
+            }
         ),
-        (
-            "session resources",
-            lambda: client.beta.sessions.create(
-                agent=agent_id, environment_id=env_id, resources=[{"type": "file", "file_id": "f"}]
-            ),
+    ),
+    "changing a session's tools": (
+        "changing a session's tools",
+        lambda g: g.client.beta.sessions.update(g.session_id, agent={"tools": []}),
+    ),
+    "/vaults": ("vaults", lambda g: g.client.beta.vaults.list()),
+    "/memory_stores": ("memory stores", lambda g: g.client.get("/v1/memory_stores", cast_to=object)),
+    "/deployments": ("deployments", lambda g: g.client.get("/v1/deployments", cast_to=object)),
+    "/messages": (
+        "the Messages API",
+        lambda g: g.client.messages.create(
+            model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
         ),
-        (
-            "outcomes",
-            lambda: client.beta.sessions.create(
-                agent=agent_id,
-                environment_id=env_id,
-                initial_events=[
-                    {
-                        "type": "user.define_outcome",
-                        "description": "d",
-                        "rubric": {"type": "text", "content": "r"},
-                    }
-                ],
-            ),
-        ),
-        ("session threads", lambda: client.beta.sessions.threads.list("0" * 32)),
-        ("vaults", lambda: client.get("/v1/vaults", cast_to=object)),
-        ("memory stores", lambda: client.get("/v1/memory_stores", cast_to=object)),
-        ("deployments", lambda: client.get("/v1/deployments", cast_to=object)),
-    ]
-    for feature, call in cases:
-        with pytest.raises(anthropic.BadRequestError) as err:
-            call()
-        body = err.value.body
-        assert body["type"] == "error", body  # type: ignore[index]
-        assert body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
-        assert feature in body["error"]["message"], (feature, body)  # type: ignore[index]
-    # an unknown route under the prefix is a 404 in Anthropic's shape, never the console's page
+    ),
+    "/files": ("the Files API", lambda g: g.client.beta.files.list()),
+    "/models": ("the Models API", lambda g: g.client.models.list()),
+    "/skills": ("skills", lambda g: g.client.beta.skills.list()),
+    "a budget added to a session without one": (
+        "a session opened without a budget cannot get one",
+        lambda g: g.client.beta.sessions.update(g.session_id, budget=BUDGET),
+    ),
+}
+
+
+def unsupported_feature(target: Target, case: str) -> None:
+    """One unsupported feature: a 400 in Anthropic's shape whose message names it."""
+    feature, call = UNSUPPORTED[case]
+    with pytest.raises(anthropic.BadRequestError) as err:
+        call(Given(target))
+    body = err.value.body
+    assert body["type"] == "error", body  # type: ignore[index]
+    assert body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
+    assert feature in body["error"]["message"], (feature, body)  # type: ignore[index]
+
+
+def unknown_route_is_404(target: Target) -> None:
+    """An unknown route under the prefix is a 404 in Anthropic's shape, never the console's page."""
     r = target.raw("GET", "/anthropic/v1/nothing-here")
     assert r.status_code == 404, r.text
     assert r.json()["type"] == "error", r.text
+    assert r.json()["error"]["type"] == "not_found_error", r.text
 
 
 def dump(events: list[Any]) -> str:
@@ -542,6 +796,49 @@ def dropped_stream_resumes(target: Target) -> None:
     assert len(set(ids)) == len(ids)
 
 
+def stream_resumed_while_running(target: Target) -> None:
+    """A stream dropped while the turn goes on, re-opened with Last-Event-ID while it still runs: the
+    missed events are replayed, then the live ones follow, each once, no gap."""
+    client = target.client()
+    script = [
+        {"tool_calls": [{"name": "lookup", "arguments": {"q": "answer"}}]},
+        {"text": "slow answer after {{output}}", "delay_ms": 2500},  # still running when we reconnect
+    ]
+    session = client.beta.sessions.create(
+        agent=scripted_agent(target, script), environment_id=environment(client)
+    )
+    with client.beta.sessions.events.stream(session.id) as stream:
+        send_text(client, session.id, "go")
+        before = read_until(stream, lambda e: e.type == "agent.custom_tool_use")
+    use = before[-1]
+    # dropped: the answer goes in and the turn runs on while nobody reads
+    client.beta.sessions.events.send(
+        session.id,
+        events=[
+            {
+                "type": "user.custom_tool_result",
+                "custom_tool_use_id": use.id,
+                "content": [{"type": "text", "text": "x"}],
+            }
+        ],
+    )
+    missed = wait_for(client, session.id, lambda e: e.type == "user.custom_tool_result")
+    with client.beta.sessions.events.stream(session.id, extra_headers={"Last-Event-ID": use.id}) as stream:
+        assert client.beta.sessions.retrieve(session.id).status == "running"  # reconnected mid-turn
+        after = read_until(stream, idle("end_turn"))
+    strict_events(after)
+    missed_ids = [e.id for e in missed]
+    replayed = missed_ids[missed_ids.index(use.id) + 1 :]
+    assert [e.id for e in after[: len(replayed)]] == replayed  # what happened while dropped, first
+    live = [e.type for e in after[len(replayed) :]]
+    assert "agent.message" in live, live  # then what happened after reconnecting
+    assert "span.model_request_end" in live, live
+    everything = history(client, session.id)
+    ids = [e.id for e in before + after]
+    assert ids == [e.id for e in everything], (ids, [e.id for e in everything])
+    assert len(set(ids)) == len(ids)
+
+
 def budget_reached(target: Target) -> None:
     """A budget stops the turn before the model call past it; the session says why."""
     client = target.client()
@@ -647,8 +944,17 @@ def events_listed_and_paged(target: Target) -> None:
 async def async_client(target: Target) -> None:
     """The async client: agents, sessions, a custom tool answered, history."""
     client = target.async_client()
-    agent = await client.beta.agents.create(name="async", model="claude-haiku-4-5")
+    agent = await client.beta.agents.create(name="async", model="claude-haiku-4-5", system="Be quick.")
     assert (await client.beta.agents.retrieve(agent.id)).id == agent.id
+    updated = await client.beta.agents.update(agent.id, system="Be async.", version=1)
+    assert (updated.version, updated.system) == (2, "Be async.")
+    assert (await client.beta.agents.retrieve(agent.id, version=1)).system == "Be quick."
+    assert [v.version async for v in client.beta.agents.versions.list(agent.id, limit=1)] == [2, 1]
+    with pytest.raises(anthropic.ConflictError):
+        await client.beta.agents.update(agent.id, system="stale", version=1)
+    archived = await client.beta.agents.archive(agent.id)
+    assert archived.archived_at is not None
+    assert agent.id not in [a.id async for a in client.beta.agents.list()]
     env = await client.beta.environments.create(name="async", config={"type": "self_hosted"})
     session = await client.beta.sessions.create(
         agent=scripted_agent(target, TOOL_SCRIPT), environment_id=env.id
@@ -657,7 +963,9 @@ async def async_client(target: Target) -> None:
         await client.beta.sessions.events.send(
             session.id, events=[{"type": "user.message", "content": [{"type": "text", "text": "go"}]}]
         )
+        seen: list[Any] = []
         async for event in stream:
+            seen.append(event)
             if event.type == "agent.custom_tool_use":
                 await client.beta.sessions.events.send(
                     session.id,
@@ -673,6 +981,10 @@ async def async_client(target: Target) -> None:
                 assert event.content[0].text == f"The tool said: {HANDLER_OUTPUT}"  # type: ignore[union-attr]
             if event.type == "session.status_idle" and event.stop_reason.type == "end_turn":
                 break
+    strict_events(seen)
+    types = [e.type for e in seen]
+    for kind in ("agent.custom_tool_use", "user.custom_tool_result", "agent.message"):
+        assert types.count(kind) == 1, types
     listed = [s.id async for s in client.beta.sessions.list()]
     assert session.id in listed
     await client.close()
@@ -764,6 +1076,8 @@ def webhook_verified_with_unwrap(target: Target) -> None:
         wait_for(client, session.id, idle("end_turn"))
         deadline = time.monotonic() + 30
         while True:
+            if target.pump is not None:
+                target.pump(session.id)
             mine = [x for x in receiver.received if x.event["data"].get("id") == session.id]
             if len(mine) >= 2 or time.monotonic() > deadline:
                 break
@@ -902,6 +1216,20 @@ async def environment_worker(target: Target, workdir: Any) -> None:
         max_idle=1.0,
         tools=lambda context: [*beta_agent_toolset_20260401(context), lookup],  # bound to each session
     )
+
+    async def watch() -> list[Any]:
+        """The session's stream while the worker serves it (from its first event: Last-Event-ID 0)."""
+        out: list[Any] = []
+        async with await client.beta.sessions.events.stream(
+            session.id, extra_headers={"Last-Event-ID": "0"}
+        ) as stream:
+            async for event in stream:
+                out.append(event)
+                if event.type == "session.status_idle" and event.stop_reason.type == "end_turn":
+                    return out
+        return out
+
+    watching = asyncio.create_task(watch())
     running = asyncio.create_task(worker.run())
     seen = ["queued"]
     try:
@@ -918,6 +1246,9 @@ async def environment_worker(target: Target, workdir: Any) -> None:
         with contextlib.suppress(asyncio.CancelledError):
             await running
 
+    streamed = await asyncio.wait_for(watching, timeout=30)
+    strict_events(streamed)
+    assert [e.type for e in streamed].count("agent.tool_use") == 1, [e.type for e in streamed]
     assert seen == sorted(seen, key=WORK_STATES.index), seen  # only forward
     assert (workdir / "made.txt").read_text() == "by the worker"
     events = [e async for e in client.beta.sessions.events.list(session.id, limit=100)]

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture
 def target(live_server: str, live_runner_id: str) -> Target:
-    return Target(live_server)
+    return Target(live_server, mock_control=f"{live_server}/_mock")  # skyloop dev's offline model
 
 
 def test_pinned_sdk_version() -> None:
@@ -61,6 +61,10 @@ def test_dropped_stream_resumes_without_gap(target: Target) -> None:
     scenarios.dropped_stream_resumes(target)
 
 
+def test_stream_resumed_while_the_turn_runs(target: Target) -> None:
+    scenarios.stream_resumed_while_running(target)
+
+
 def test_budget_reached(target: Target) -> None:
     scenarios.budget_reached(target)
 
@@ -69,8 +73,13 @@ def test_events_listed_and_paged(target: Target) -> None:
     scenarios.events_listed_and_paged(target)
 
 
-def test_unsupported_features_are_400_naming_them(target: Target) -> None:
-    scenarios.unsupported_features(target)
+@pytest.mark.parametrize("case", list(scenarios.UNSUPPORTED))
+def test_unsupported_feature_is_a_400_naming_it(target: Target, case: str) -> None:
+    scenarios.unsupported_feature(target, case)
+
+
+def test_an_unknown_route_is_a_404_in_anthropics_shape(target: Target) -> None:
+    scenarios.unknown_route_is_404(target)
 
 
 def test_async_client(target: Target) -> None:
@@ -96,3 +105,12 @@ def test_initial_events_and_interrupt(target: Target) -> None:
 
 def test_environment_worker_serves_a_self_hosted_session(target: Target, tmp_path: Path) -> None:
     asyncio.run(scenarios.environment_worker(target, tmp_path))
+
+
+def test_turn_on_an_agent_made_through_the_claude_api(target: Target) -> None:
+    with scenarios.glossary_mcp() as mcp:
+        scenarios.claude_created_agent_turn(target, f"{mcp.url}/mcp")
+
+
+def test_a_session_pinned_to_a_version_runs_it_after_an_update(target: Target) -> None:
+    scenarios.pinned_version_and_session_update(target)

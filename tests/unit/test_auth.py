@@ -67,3 +67,21 @@ def test_an_accepted_token_is_cached_for_a_while(store: MemoryStore) -> None:
     auth._cache.clear()
     with pytest.raises(UnauthorizedError):
         auth.authenticate(store, f"Bearer {token}")
+
+
+@pytest.mark.parametrize(
+    ("authorization", "api_key", "expected"),
+    [
+        ("Bearer sky_a", None, "Bearer sky_a"),
+        ("Bearer sky_a", "sky_b", "Bearer sky_a"),  # both sent: Authorization, as Anthropic's API
+        (None, "sky_b", "Bearer sky_b"),
+        ("AWS4-HMAC-SHA256 Credential=X/1/r/lambda/aws4_request, Signature=0", "sky_b", "Bearer sky_b"),
+        ("AWS4-HMAC-SHA256 Credential=X/1/r/lambda/aws4_request, Signature=0", None, None),
+        (None, None, None),
+    ],
+)
+def test_claude_credential_is_authorization_unless_a_sigv4_signature(
+    authorization: str | None, api_key: str | None, expected: str | None
+) -> None:
+    """CloudFront's Origin Access Control signs in Authorization: then x-api-key is the client's key."""
+    assert auth.claude_authorization(authorization, api_key) == expected

@@ -334,15 +334,32 @@ def test_chat_needs_no_key(llm: tuple[MockState, str]) -> None:
     assert result.text == "ok"
 
 
-def test_responses_without_a_key_fails_before_calling(llm: tuple[MockState, str]) -> None:
+def test_responses_to_openai_without_a_key_fails_before_calling(
+    llm: tuple[MockState, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     state, url = llm
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     agent = spec(url, "openai-agents").model_copy(deep=True)
-    assert agent.executor.auth is not None
-    agent.executor.auth.api_key = None
+    agent.executor.auth = None  # OpenAI's own endpoint
     with pytest.raises(ModelCallError) as caught:
         openai_responses.call_model(agent, [user(1, "hi")], [], lambda _d: None, timeout_s=30)
     assert caught.value.error_code == "model_auth_error"
     assert state.request_count == 0
+
+
+def test_responses_to_an_own_endpoint_needs_no_key(
+    llm: tuple[MockState, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An endpoint of the agent's own (``base_url``: skyloop dev's offline model, vLLM) may take no key:
+    the default executor of agents made through the Claude and OpenAI APIs carries none."""
+    _state, url = llm
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    configure(url, [{"text": "ok"}])
+    agent = spec(url, "openai-agents").model_copy(deep=True)
+    assert agent.executor.auth is not None
+    agent.executor.auth.api_key = None
+    result = openai_responses.call_model(agent, [user(1, "hi")], [], lambda _d: None, timeout_s=30)
+    assert result.text == "ok"
 
 
 @pytest.mark.parametrize("harness", HARNESSES)

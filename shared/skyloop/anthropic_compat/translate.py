@@ -108,18 +108,42 @@ class Context:
     agent: Agent
     load_calls: Callable[[str], list[PendingCall]]
     mcp_tools: dict[str, str] = field(default_factory=dict)  # an MCP tool's name -> its server's
+    load_mcp: Callable[[], dict[str, str]] | None = None  # the agent's MCP listings, read again
     _calls: dict[str, dict[str, PendingCall]] = field(default_factory=dict)
+    _not_mcp: set[str] = field(default_factory=set)
 
     @classmethod
     def of(cls, store: Store, session: Session, agent: Agent | None = None) -> Context:
         from skyloop.models.tools import declared_tools
 
-        agent = agent or store.get_agent(session.agent_id)
-        mcp: dict[str, str] = {}
-        for server in declared_tools(agent.spec.tools).mcp:
-            for tool in store.get_tool_listing(agent.id, server) or []:
-                mcp.setdefault(str(tool.get("name", "")), server)
-        return cls(session, agent, lambda rid: store.list_calls(session.id, rid), mcp)
+        found = agent or store.get_agent(session.agent_id)
+        servers = list(declared_tools(found.spec.tools).mcp)
+
+        def load_mcp() -> dict[str, str]:
+            mcp: dict[str, str] = {}
+            for server in servers:
+                for tool in store.get_tool_listing(found.id, server) or []:
+                    mcp.setdefault(str(tool.get("name", "")), server)
+            return mcp
+
+        return cls(
+            session,
+            found,
+            lambda rid: store.list_calls(session.id, rid),
+            load_mcp() if servers else {},
+            load_mcp if servers else None,
+        )
+
+    def mcp_server(self, name: str) -> str | None:
+        """The MCP server of the tool ``name``, if it is one. A name not in the listings read so far
+        reads them again, once: a stream opened before a new agent's first turn listed its servers."""
+        server = self.mcp_tools.get(name)
+        if server is None and self.load_mcp is not None and name not in self._not_mcp:
+            self.mcp_tools = self.load_mcp()
+            server = self.mcp_tools.get(name)
+            if server is None:
+                self._not_mcp.add(name)
+        return server
 
     def call(self, response_id: str, call_id: str) -> PendingCall | None:
         """A call of the turn (its rows are read again when one is not among them yet: a live turn's)."""
@@ -170,7 +194,7 @@ class Context:
         return out
 
     def policy_of(self, name: str) -> str | None:
-        server = self.mcp_tools.get(name)
+        server = self.mcp_server(name)
         return self.policies.get(server or name)
 
 
@@ -345,8 +369,8 @@ def _use_event(call: PendingCall, ctx: Context, *, waits: bool) -> dict[str, Any
         if waits
         else {"evaluated_permission": "allow", "evaluation": {"type": "always_allow"}}
     )
-    server = ctx.mcp_tools.get(call.name)
-    if server is not None and call.kind == "server":
+    server = ctx.mcp_server(call.name) if call.kind == "server" else None
+    if server is not None:
         return {
             "id": uid,
             "type": "agent.mcp_tool_use",
@@ -416,7 +440,7 @@ def _output(event: StoredEvent, call: PendingCall, output: str, ctx: Context) ->
         if clients and clients[-1].call_id == call.call_id:
             out.append({"id": seq_id(event.seq, 1), "type": "session.status_running"})
         return out
-    if call.name in ctx.mcp_tools:
+    if ctx.mcp_server(call.name) is not None:
         return [
             {
                 "id": seq_id(event.seq, 0),

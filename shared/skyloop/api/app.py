@@ -92,12 +92,12 @@ def _as_principal(app: APIGatewayHttpResolver, next_middleware: Any) -> Response
     if not settings.require_token or event.path in OPEN_PATHS:
         with principals.acting_as(principals.OPEN):
             return audit.logged(event, principals.OPEN, next_middleware, app)
-    from skyloop.auth import authenticate
+    from skyloop.auth import authenticate, claude_authorization
 
     headers = {k.lower(): v for k, v in (event.headers or {}).items()}
     authorization = headers.get("authorization")
-    if authorization is None and headers.get("x-api-key") and under(event.path, ANTHROPIC_PREFIX):
-        authorization = f"Bearer {headers['x-api-key']}"  # Anthropic's other auth header, for other clients
+    if under(event.path, ANTHROPIC_PREFIX):  # Anthropic's other auth header, x-api-key, too
+        authorization = claude_authorization(authorization, headers.get("x-api-key"))
     try:
         principal = authenticate(deps.store(), authorization, settings)
         if event.http_method not in READ_METHODS:

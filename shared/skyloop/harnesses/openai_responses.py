@@ -72,7 +72,10 @@ def call_model(
     """
     import openai
 
-    client = common.client_for(spec, common.api_key(spec, required=True), timeout_s)
+    # OpenAI itself needs a key; an endpoint of the agent's own (base_url) may take none, as the example
+    # offline model does for agents made through the compatible APIs (executor without a key)
+    own_endpoint = spec.executor.auth is not None and spec.executor.auth.base_url is not None
+    client = common.client_for(spec, common.api_key(spec, required=not own_endpoint), timeout_s)
     # The conversation and tools are already in wire form: passed as-is they skip the SDK's
     # recursive TypedDict transform, which costs more CPU than the rest of the call once it is long.
     body: dict[str, Any] = {

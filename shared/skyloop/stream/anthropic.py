@@ -71,11 +71,12 @@ def find_cursor(store: Store, ctx: Context, raw: str | None) -> tuple[int, int] 
 async def _principal(request: Request, settings: Settings, store: Store) -> principals.Principal:
     if not settings.require_token:
         return principals.OPEN
-    from skyloop.auth import authenticate
+    from skyloop.auth import authenticate, claude_authorization
 
-    header = request.headers.get(proxy.STREAM_AUTH_HEADER) or request.headers.get("authorization")
-    if header is None and request.headers.get("x-api-key"):
-        header = f"Bearer {request.headers['x-api-key']}"
+    header = claude_authorization(
+        request.headers.get(proxy.STREAM_AUTH_HEADER) or request.headers.get("authorization"),
+        request.headers.get("x-api-key"),
+    )
     return await anyio.to_thread.run_sync(authenticate, store, header, settings)
 
 
