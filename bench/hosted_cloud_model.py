@@ -11,15 +11,20 @@ and each request is priced with a figure that carries its source, or is marked
 
 Steps, per hosted call or per turn:
 
-* **interpreter session start** (a session's first hosted call, or after AgentCore stopped it):
-  ``StartCodeInterpreterSession`` + a conditional ``UpdateItem`` + the restore (one ``writeFiles``
-  per 50 files of the snapshot, each file one S3 ``GetObject``).
+* **interpreter session start** (a session's first hosted call, or after skyloop stopped the last
+  one when idle): ``StartCodeInterpreterSession`` + a conditional ``UpdateItem`` + the restore (one
+  ``writeFiles`` per 50 files of the snapshot, each file one S3 ``GetObject``, then one
+  ``executeCommand`` putting modes, links and empty directories back) + the environment's setup
+  commands again (one ``executeCommand`` each, plus their own time).
 * **warm call**: ``Write``/``Edit`` are a ``du`` (``executeCommand``) and a ``writeFiles``, ``Read`` one
   ``readFiles``, ``Bash`` one ``executeCommand`` (plus the command's own time), Glob/Grep one
   ``executeCommand``; the first mutating call of a step adds one ``UpdateItem`` (a change counted).
 * **snapshot** at a turn's end when something changed: one ``GetItem``, one ``executeCommand`` (hash
   every file), one ``readFiles`` and one S3 ``PutObject`` per changed file, the manifest ``PutObject``,
   one ``UpdateItem``.
+* **idle stop** (the reconciler, on no turn's path): the index ``Query`` (16 partitions, shared by every
+  session due), the row and the session read (``GetItem`` x2), a snapshot as above, a conditional
+  ``UpdateItem``, ``StopCodeInterpreterSession``.
 """
 
 from __future__ import annotations
@@ -85,10 +90,18 @@ STEPS = {
     "warm Bash (plus the command)": {"invoke": 1, "dynamodb": 1},
     "warm Glob/Grep": {"invoke": 1},
     "interpreter session start (empty workspace)": {"start": 1, "dynamodb": 2},
-    "interpreter session start, restoring 20 files": {"start": 1, "dynamodb": 2, "s3_get": 20, "invoke": 1},
+    "interpreter session start, restoring 20 files": {"start": 1, "dynamodb": 2, "s3_get": 20, "invoke": 2},
+    "  the same, with one setup command (plus its time)": {
+        "start": 1,
+        "dynamodb": 3,
+        "s3_get": 20,
+        "invoke": 3,
+    },
     "snapshot, 3 files changed": {"dynamodb": 2, "invoke": 4, "s3_put": 4},
     "snapshot, nothing changed": {"dynamodb": 1},
+    "idle stop, 3 files changed since the last snapshot": {"dynamodb": 5, "invoke": 5, "s3_put": 4},
 }
+IDLE_S = 900  # SKYLOOP_HOSTED_IDLE_S's default: how long an interpreter session outlives its last call
 
 
 def monthly_cost(
@@ -125,6 +138,12 @@ def main() -> int:
     for name, value in cost.items():
         print(f"  {name:28} {value:10.4f}")
     print(f"\nan idle session's environment: its snapshot only (a 10 MB workspace: ${idle_week:.6f} a week)")
+    tail = IDLE_S / 3600 * SESSION_GB * PRICE["gb_hour"][0]
+    print(
+        f"the {IDLE_S // 60} minutes an interpreter session outlives its last call before skyloop stops it: "
+        f"$0 if idle memory is free as priced above, ${tail:.4f} per burst of activity if AgentCore bills "
+        f"its {SESSION_GB} GB while idle (ASSUMPTION to check against the bill; SKYLOOP_HOSTED_IDLE_S shortens it)"
+    )
     print("\nsources:")
     for kind, (_p50, _p99, source) in LATENCY.items():
         print(f"  {kind}: {source}")

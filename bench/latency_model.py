@@ -186,7 +186,7 @@ class FunctionConfig(BaseModel):
 class Config(BaseModel):
     poll_busy_s: float  # the stream's poll interval while a turn runs (cloud)
     hot_poll_s: float = (
-        0.02  # a hot wait's read interval while a fast client answers (skyloop.turns.hot_wait)
+        0.01  # a hot wait's read interval while a fast client answers (skyloop.turns.hot_wait)
     )
     functions: dict[str, FunctionConfig]  # the manifest's, by name; anything else is a user's tool
     init_source: str = ""
@@ -226,6 +226,9 @@ class Hop(BaseModel):
     state: str | None = None  # the ASL state that ran it
     calls: list[SdkCall] = Field(default_factory=list)  # on the path
     hidden: list[SdkCall] = Field(default_factory=list)  # under the model's own time
+    # calls made alongside the hand-over (another thread) that the next step needs landed: the turn's
+    # append while its execution starts (skyloop.turns.lifecycle._append_starting)
+    alongside: list[SdkCall] = Field(default_factory=list)
     model_ms: float = 0.0  # the model's own time in this invocation (locally; excluded)
     own_ms: float = 0.0  # a user tool's own time (locally; excluded)
 
@@ -384,8 +387,14 @@ def critical_path(turn: TurnTrace, functions: set[str]) -> list[Hop]:  # noqa: C
                 break
             continue
         calls = _calls_of(turn, api, until=handoff.t0)
+        # what the hand-over waited for: its own thread's calls, and others' that ended before it began
+        gating = [c for c in calls if c.tid == handoff.tid or c.t1 <= handoff.t0 + TOLERANCE_S]
+        later = [
+            c for c in _calls_of(turn, api) if c not in gating and c.op in WRITE_OPS and c.t0 < handoff.t1
+        ]
         hops.append(Hop(kind="invoke", label=f"API ({api.function})", segment=segment, function=api.function,
-                        invocation=api.request_id, calls=calls))  # fmt: skip
+                        invocation=api.request_id, calls=gating,
+                        alongside=later if handoff.op == "StartExecution" else []))  # fmt: skip
         if handoff.op == "StartExecution":
             anchor = next(e for e in turn.history if e.type == "ExecutionStarted")
             hops.append(Hop(kind="sfn_start", label="execution start", segment=segment))
@@ -596,9 +605,28 @@ class _Pricer:
             self.add(component, "server", fig, detail=call.op)
         if self.start == "cold" and hop.invocation and self.cold_env.get(hop.invocation):
             self.cold(hop.function or "?", on_path=True)
+        if hop.alongside:
+            self.overlapped(hop)
         ops = [c.op for c in counted] + [f"({c.op})" for c in alongside]
+        ops += [f"({c.op} alongside the start)" for c in hop.alongside]
         shown = f"{hop.label} [{', '.join(ops)}]" if ops else hop.label
         self.path.append(shown + (f" +{len(hop.hidden)} under the model" if hop.hidden else ""))
+
+    def overlapped(self, hop: Hop) -> None:
+        """Writes made while the execution starts: on the path only by what they take beyond the start.
+
+        The first step reads the session after the start call, the execution's
+        start, its first transition and its invocation; a write still running
+        then makes it wait (it reads again), so only the excess is priced.
+        """
+        f = self.figures
+        head = [f.sfn_api_call, f.sfn_execution_start, f.sfn_transition, f.lambda_invoke_warm]
+        budget50, budget99 = sum(x.p50_ms for x in head), sum(x.p99_ms for x in head)
+        own = [sdk_figure(f, c)[1] for c in hop.alongside]
+        p50 = max(0.0, sum(x.p50_ms for x in own) - budget50)
+        p99 = max(0.0, sum(x.p99_ms for x in own) - budget99)
+        self.add("turn's append beyond its start (alongside)", "server", None, p50, p99,
+                 detail=", ".join(c.op for c in hop.alongside))  # fmt: skip
 
     def cold(self, function: str, *, on_path: bool) -> None:
         fn = self.config.functions.get(function)

@@ -192,3 +192,38 @@ def test_the_shipped_figures_load_and_cite_a_source_each() -> None:
         if isinstance(value, lm.Figure | lm.Factor):
             assert value.source.startswith("http"), name
             assert value.says, name
+
+
+def _starting_while_appending(append_ms: float) -> lm.TurnTrace:
+    """The API starts the execution (thread 2) while its append runs (thread 1), as a post without an
+    idempotency key does (skyloop.turns.lifecycle._append_starting)."""
+    turn = make_turn()
+    turn.sdk_calls[1:3] = [
+        call("api-1", "TransactWriteItems", 0.010, 0.010 + append_ms / 1000, tid=1),
+        call("api-1", "StartExecution", 0.009, 0.014, tid=2),
+    ]
+    return turn
+
+
+def test_an_append_made_while_the_execution_starts_counts_only_beyond_the_start() -> None:
+    # Given the append alongside the start, priced below what the start, its transition and the
+    # invocation take (4 + 20 + 10 + 3 = 37 ms p50; 8 + 40 + 50 + 9 = 107 p99)
+    turn = _starting_while_appending(append_ms=5)
+    api = next(h for h in lm.critical_path(turn, {"api", "step_a", "step_b"}) if h.kind == "invoke")
+    assert [c.op for c in api.calls] == ["GetItem", "StartExecution"]
+    assert [c.op for c in api.alongside] == ["TransactWriteItems"]
+    m = lm.model_turn(turn, FIGURES, config(), "warm")
+    # Then the path is the warm one without the append (5 ms p50), and its excess is nothing
+    assert m.server_p50_ms == pytest.approx(13 + 20 + 30 + 8 + 13 - 5)
+    assert line(m, "turn's append beyond its start (alongside)").p50_ms == 0
+    assert "(TransactWriteItems alongside the start)" in m.path[1]
+
+
+def test_an_append_slower_than_the_execution_start_adds_what_the_first_step_waits() -> None:
+    # Given an append priced above the start's budget (a 5-item transaction at 50 / 150 ms)
+    figures = FIGURES.model_copy(update={"dynamodb_transact_write": lm.Figure.model_validate(fig(50, 150))})
+    m = lm.model_turn(_starting_while_appending(append_ms=5), figures, config(), "warm")
+    # Then the first step's wait for it is on the path: 50 - 37 p50, 150 - 107 p99
+    extra = line(m, "turn's append beyond its start (alongside)")
+    assert extra.p50_ms == pytest.approx(13)
+    assert extra.p99_ms == pytest.approx(43)

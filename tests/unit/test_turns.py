@@ -15,7 +15,7 @@ from skyloop.errors import ConflictError, ModelCallError, NotFoundError, RunnerU
 from skyloop.harnesses.base import FunctionCall, ModelResult
 from skyloop.models.agent import Agent, AgentSpec
 from skyloop.models.session import ClientTool, Session
-from skyloop.store import MemoryStore, StoredEvent
+from skyloop.store import ConditionFailedError, MemoryStore, StoredEvent
 from skyloop.turns import lifecycle, model_step, steps
 from skyloop.turns.engine import StaleTokenError
 from skyloop.turns.state import TurnError, TurnState
@@ -335,6 +335,80 @@ def test_interrupting_a_parked_turn_cancels_its_calls_marks_once_and_stops_the_e
     assert steps.call_model(world.store, state, Model(text("x"))).next == "stop"
     assert steps.finish_turn(world.store, state).next == "stop"
     assert world.observable() == before
+
+
+def test_a_first_step_that_reads_the_session_before_its_posts_append_waits_for_it_and_runs_the_turn() -> None:
+    # Given a post whose turn's execution starts while its append is on its way, and a first step that
+    # reads the session before the append lands (the append waits for that read)
+    world = World()
+    model = Model(text("Hello."))
+    first_read = threading.Event()
+    results: list[TurnState] = []
+    get_session, append = world.store.get_session, world.store.append
+
+    def reads(session_id: str) -> Any:
+        found = get_session(session_id)
+        if threading.current_thread().name == "first-step":
+            first_read.set()
+        return found
+
+    def lands_after_the_read(batch: Any) -> Any:
+        if batch.new_turn is not None:
+            assert first_read.wait(10)
+        return append(batch)
+
+    class StepsAtOnce(RecordingEngine):
+        def start(self, state: TurnState) -> None:
+            super().start(state)
+            step = threading.Thread(
+                target=lambda: results.append(steps.call_model(world.store, state, model)), name="first-step"
+            )
+            self.steps.append(step)
+            step.start()
+
+    engine = StepsAtOnce()
+    engine.steps = []  # type: ignore[attr-defined]
+    world.engine = engine
+    world.store.get_session = reads  # type: ignore[method-assign]
+    world.store.append = lands_after_the_read  # type: ignore[method-assign]
+    # When the message is posted
+    assert world.post("hi") == {"queued": True, "item_id": world.store.list_items(world.sid)[0].id}
+    for step in engine.steps:  # type: ignore[attr-defined]
+        step.join(10)
+    # Then the step waited for the append and ran the turn to its end
+    (result,) = results
+    assert (result.next, result.finished) == ("stop", True)
+    assert len(model.calls) == 1
+    assert world.store.get_session(world.sid).status == "idle"
+    assert world.types()[-1] == ev.SESSION_STATUS
+
+
+def test_an_execution_started_for_an_append_that_did_not_land_is_stopped_and_writes_nothing() -> None:
+    # Given a post whose first append loses a race (another writer moved the session first)
+    world = World()
+    append = world.store.append
+    lost: list[Any] = []
+
+    def loses_once(batch: Any) -> Any:
+        if batch.new_turn is not None and not lost:
+            lost.append(batch)
+            raise ConditionFailedError("the session moved")
+        return append(batch)
+
+    world.store.append = loses_once  # type: ignore[method-assign]
+    # When the message is posted
+    world.post("hi")
+    # Then the post decided again under a new response id, and the first attempt's execution was stopped
+    first, second = world.engine.started
+    assert first.response_id != second.response_id
+    assert world.engine.stopped == [first.response_id]
+    assert world.store.get_session(world.sid).active_response_id == second.response_id
+    # and if it still ran, its first step found no turn of its own and wrote nothing
+    before = world.observable()
+    model = Model(text("never"))
+    assert steps.call_model(world.store, first, model).next == "stop"
+    assert world.observable() == before
+    assert model.calls == []
 
 
 def _answered(world: World) -> TurnState:

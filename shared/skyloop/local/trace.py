@@ -16,6 +16,7 @@ handler itself: the cost is one environment lookup per handler lookup.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 import threading
@@ -37,7 +38,11 @@ MARKERS = (
 )
 _CONTEXT_KEY = "skyloop_trace"
 _fd: dict[str, int] = {}  # path -> this process's descriptor for it
-_current = threading.local()  # the invocation the calling thread runs
+# the invocation the calling thread runs; a context variable, so work a handler hands to a pool with its
+# context (contextvars.copy_context().run: the turn steps' background writes) is its invocation's too
+_current: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "skyloop_trace_invocation", default=None
+)
 _active: dict[str, int] = {}  # request id -> the thread running it, to attribute calls of a handler's threads
 _lock = threading.Lock()
 
@@ -89,7 +94,7 @@ def _invocation() -> str | None:
     thread. Elsewhere (handlers run on threads of a bigger process) a thread
     that is no handler's belongs to no invocation.
     """
-    rid = getattr(_current, "request_id", None)
+    rid = _current.get()
     if rid is None and len(_active) == 1:
         only, tid = next(iter(_active.items()))
         if tid == threading.main_thread().ident:
@@ -158,8 +163,7 @@ def wrap(function: str, handler: Callable[[Any, Any], Any]) -> Callable[[Any, An
             "tid": threading.get_ident(),
             "t0": time.time(),
         }
-        outer = getattr(_current, "request_id", None)
-        _current.request_id = rid
+        token = _current.set(rid)
         with _lock:
             _active[rid] = threading.get_ident()
         try:
@@ -171,7 +175,7 @@ def wrap(function: str, handler: Callable[[Any, Any], Any]) -> Callable[[Any, An
             raise
         finally:
             record["t1"] = time.time()
-            _current.request_id = outer
+            _current.reset(token)
             with _lock:
                 _active.pop(rid, None)
             _emit(record)

@@ -15,8 +15,10 @@ Functions itself is reached only through :mod:`skyloop.turns.engine`.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import time
-from typing import TYPE_CHECKING, Any
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from skyloop import events as ev
 from skyloop.errors import (
@@ -253,12 +255,61 @@ def start_or_join(
             )
         )
         try:
+            if batch.new_turn is not None and idempotency_key is None:
+                _append_starting(store, engine, agent, batch)
+                return {"queued": True, "item_id": item_id}
             result = store.append(batch)
         except ConditionFailedError:
             continue  # the turn started or ended under us: decide again
         _run_started(store, engine, agent, batch, result, idempotency_key)
         return {"queued": True, "item_id": item_id}
     raise ConflictError("the session changed too often while posting; try again")
+
+
+def _append_starting(store: Store, engine: TurnEngine, agent: Agent, batch: Append) -> None:
+    """Append a new turn while its execution starts, and answer once both are done.
+
+    The execution's start, its first transition and its Lambda's invocation
+    take longer than the append, so the append is off the turn's path: its
+    first step reads the session and, when the append has not landed yet,
+    waits for it (:func:`skyloop.turns.steps.started_meanwhile`). An append that
+    does not land (the session moved: the caller decides again, under a new
+    response id) stops the execution, which finds no turn and writes nothing
+    anyway. Only a post without an idempotency key takes this path: a keyed
+    post's response id (its execution's name) is the same on every attempt.
+    """
+    turn = batch.new_turn
+    assert turn is not None
+    assert batch.after_seq is not None
+    state = _turn_state(
+        agent,
+        batch.session_id,
+        turn.response_id,
+        created_at=turn.created_at,
+        last_seq=batch.after_seq + len(batch.events),
+    )
+    starting = _background(engine.start, state)
+    try:
+        store.append(batch)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            starting.result()
+            engine.stop(turn.response_id)
+        raise
+    try:
+        starting.result()
+    except Exception as exc:
+        _not_started(store, agent, batch.session_id, turn.response_id, exc)
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _background(fn: Callable[..., Any], *args: Any) -> Future[Any]:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="skyloop-start")
+    return _POOL.submit(contextvars.copy_context().run, fn, *args)  # with the invocation's context
 
 
 def _run_started(
@@ -299,7 +350,17 @@ def _start_execution(
     last_seq: int | None = None,
 ) -> None:
     """Start the turn's execution; a turn started by this post carries its facts (no step re-reads them)."""
-    state = TurnState(
+    state = _turn_state(agent, session_id, response_id, created_at=created_at, last_seq=last_seq)
+    try:
+        engine.start(state)
+    except Exception as exc:
+        _not_started(store, agent, session_id, response_id, exc)
+
+
+def _turn_state(
+    agent: Agent, session_id: str, response_id: str, *, created_at: int | None, last_seq: int | None
+) -> TurnState:
+    return TurnState(
         session_id=session_id,
         response_id=response_id,
         client_tool_timeout_s=agent.spec.limits.client_tool_timeout_s,
@@ -309,14 +370,14 @@ def _start_execution(
         created_at=created_at,
         last_seq=last_seq,
     )
-    try:
-        engine.start(state)
-    except Exception as exc:
-        error = {"code": "runner_unavailable", "message": f"could not start the turn: {exc}"}
-        fail(store, session_id, response_id, error, model=agent.name, created_at=None)
-        raise RunnerUnavailableError(
-            "the runner could not start the turn; the message was persisted and the session marked failed"
-        ) from exc
+
+
+def _not_started(store: Store, agent: Agent, session_id: str, response_id: str, exc: Exception) -> NoReturn:
+    error = {"code": "runner_unavailable", "message": f"could not start the turn: {exc}"}
+    fail(store, session_id, response_id, error, model=agent.name, created_at=None)
+    raise RunnerUnavailableError(
+        "the runner could not start the turn; the message was persisted and the session marked failed"
+    ) from exc
 
 
 # ---------------------------------------------------------------------------------- fail

@@ -8,6 +8,7 @@ under its own keys, so viewers never see two attempts' text spliced.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -548,7 +549,7 @@ def background(fn: Callable[..., T], *args: Any) -> Future[T]:
     global _POOL
     if _POOL is None:
         _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="skyloop-step")
-    return _POOL.submit(fn, *args)
+    return _POOL.submit(contextvars.copy_context().run, fn, *args)  # with the invocation's context
 
 
 class DeltaWriter:

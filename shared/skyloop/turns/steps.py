@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from skyloop.models.agent import Agent
-    from skyloop.models.session import Turn
+    from skyloop.models.session import Session, Turn
     from skyloop.secrets import SecretStore
     from skyloop.store import Store
     from skyloop.tools.catalog import Catalog
@@ -92,6 +93,32 @@ def _stops_when_inactive(step: Callable[..., TurnState]) -> Callable[..., TurnSt
             return state.model_copy(update={"next": "stop"})
 
     return run
+
+
+START_WAIT_S = 10.0  # how long a turn's first step waits for the append its post made alongside its start
+START_POLL_S = 0.005
+
+
+def started_meanwhile(store: Store, state: TurnState, session: Session) -> Session | None:
+    """The session once the append that starts this turn landed, or None if it did not land.
+
+    A post without an idempotency key starts its turn's execution while its
+    append is on its way (:func:`skyloop.turns.lifecycle._append_starting`), so
+    the first step may read the session before the append. Where the append
+    would end is in the state (``last_seq``); while the session has not reached
+    it, the append may still land: the step reads again. A session past it and
+    still not running this turn means the append did not land, or the turn has
+    ended already: the step stops, having written nothing.
+    """
+    if state.iteration != 0 or state.last_seq is None or state.created_at is None:
+        return None
+    deadline = time.monotonic() + START_WAIT_S
+    while session.last_seq < state.last_seq and time.monotonic() < deadline:
+        time.sleep(START_POLL_S)
+        session = store.get_session(state.session_id)
+        if lifecycle.is_active(session, state.response_id):
+            return session
+    return None
 
 
 STEP_MARGIN_S = 30.0  # what the model step keeps after the model call: recording its result
@@ -180,9 +207,13 @@ def _call_model_once(
     )
     session = store.get_session(state.session_id)
     if not lifecycle.is_active(session, state.response_id):
-        if turn_read is not None:
-            turn_read.cancel()
-        return state.model_copy(update={"next": "stop"})
+        started = started_meanwhile(store, state, session)
+        if started is None:
+            if turn_read is not None:
+                turn_read.cancel()
+            return state.model_copy(update={"next": "stop"})
+        session, turn_read = started, None
+        turn = store.get_turn(state.session_id, state.response_id)
     row = turn if turn_read is None else turn_read.result()
     assert row is not None  # one of the two
     agent = with_api_key(agent_of(store, row), secrets)
