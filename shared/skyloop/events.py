@@ -28,6 +28,8 @@ RESPONSE_CANCELLED = "response.cancelled"
 ELICITATION_REQUEST = "response.elicitation_request"  # a server tool asks the client's approval
 ELICITATION_RESOLVED = "response.elicitation_resolved"
 SESSION_USAGE = "session.usage"  # one per model call: omnigent's usage update, with that call's tokens
+SESSION_ENVIRONMENT = "session.environment"  # the hosted environment's lifecycle (skyloop's own event)
+ENVIRONMENT_STATUSES = ("pending", "ready", "failed", "suspended")
 TERMINAL_TYPES = frozenset({RESPONSE_COMPLETED, RESPONSE_FAILED, RESPONSE_CANCELLED, "response.incomplete"})
 
 
@@ -213,6 +215,27 @@ def assistant_message_item(
         "role": "assistant",
         "content": [{"type": "output_text", "text": text}],
         "model": model,
+    }
+
+
+def environment_status(
+    status: str,
+    *,
+    response_id: str | None = None,
+    restored: bool = False,
+    error: str | None = None,
+) -> dict[str, Any]:
+    """A lifecycle fact of the session's hosted environment, in its log so every stream and replay sees it.
+
+    ``pending`` while its workspace is made (``restored``: a new interpreter session gets the snapshot
+    back), ``ready`` once made, ``failed`` when making it failed (``error`` says why; the next hosted
+    call tries again), ``suspended`` once stopped for idleness (the workspace kept in its snapshot).
+    """
+    return {
+        "status": status,
+        "response_id": response_id,
+        "restored": restored,
+        "error": {"code": "environment_setup_failed", "message": error} if error is not None else None,
     }
 
 

@@ -72,6 +72,11 @@ def test_openai_hosted_environment_runs_command_executions(target: Target) -> No
     scenarios.openai_hosted_environment_runs_command_executions(target)
 
 
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="hosted tools run in bubblewrap")
+def test_openai_hosted_environment_setup_failure_is_the_failed_event(target: Target) -> None:
+    scenarios.openai_hosted_environment_setup_failure(target)
+
+
 def test_cancel_while_parked(target: Target) -> None:
     scenarios.cancel_while_parked(target)
 
@@ -98,6 +103,10 @@ def test_webhook_endpoints(target: Target) -> None:
 
 def test_a_delivered_webhook_verifies_with_unwrap(target: Target) -> None:
     scenarios.webhook_delivered_on_turn(target)
+
+
+def test_a_hosted_sessions_webhooks_say_openai_hosted(target: Target) -> None:
+    scenarios.webhook_reports_openai_hosted(target)
 
 
 def test_async_webhook_endpoints(target: Target) -> None:

@@ -201,6 +201,15 @@ def test_a_long_command_is_a_started_task_the_state_machine_polls(
     assert fake.tool_calls("getTask")
 
 
+def environment_log(aws: Stack, session_id: str) -> list[tuple[str, bool]]:
+    """The session's ``session.environment`` events: (status, restored), in log order."""
+    return [
+        (e.data["status"], e.data["restored"])
+        for e in aws.events(session_id)
+        if e.type == "session.environment"
+    ]
+
+
 def idle_later(times: int = 1) -> int:
     """A time at which every interpreter session used until now counts as idle (``times`` over)."""
     return int(time.time()) + times * (deps.get_settings().hosted_idle_s + 1)
@@ -252,9 +261,14 @@ def test_an_idle_interpreter_session_is_stopped_after_a_snapshot_and_comes_back_
     engine = service.engine()
     assert session.id not in engine.stop_idle()  # type: ignore[attr-defined]
     assert first in fake.sessions
-    # and once it has been idle that long, the interpreter session is snapshotted, then stopped
-    assert session.id in engine.stop_idle(now=idle_later())  # type: ignore[attr-defined]
+    # and once it has been idle that long, the interpreter session is snapshotted, then stopped: the
+    # reconciler's pass (service.stop_idle) records it as the environment suspended, once
+    assert environment_log(aws, session.id) == [("pending", False), ("ready", False)]
+    stopped = service.stop_idle(store=aws.store, now=idle_later())
+    assert stopped is not None
+    assert session.id in stopped
     assert first not in fake.sessions
+    assert environment_log(aws, session.id)[-1] == ("suspended", False)
     snapshot = manifest(aws, session.id)
     assert snapshot["run.sh"]["mode"] == 0o750
     assert snapshot["link"] == {"link": "run.sh"}
@@ -265,6 +279,14 @@ def test_an_idle_interpreter_session_is_stopped_after_a_snapshot_and_comes_back_
     # interpreter session and the environment's file not written over
     run_turn(aws, api, session.id, "again")
     assert outputs(aws, session.id)["c"] == "750\nrun.sh\ndir\nv2\nran\nran"
+    # (made again from the snapshot: pending, then ready, both restored)
+    assert environment_log(aws, session.id) == [
+        ("pending", False),
+        ("ready", False),
+        ("suspended", False),
+        ("pending", True),
+        ("ready", True),
+    ]
     assert len(fake.sessions) == 1
     assert first not in fake.sessions
 

@@ -313,6 +313,8 @@ def test_the_environments_files_env_and_setup_make_the_workspace_once(
     seen = outputs(aws, session.id)
     assert seen["a"] == "# hello\nmade-by-setup\nhi there\ntoken-set\n/workspace"
     assert seen["b"] == "2 setup.txt"  # setup ran once, not again for the second call
+    made = [e.data["status"] for e in aws.events(session.id) if e.type == "session.environment"]
+    assert made == ["pending", "ready"]  # and the log says the workspace was made once
     # the secret's value is nowhere in what was stored or streamed
     assert "s3cr3t-value" not in json.dumps([e.data for e in aws.events(session.id)])
     assert (
@@ -337,6 +339,33 @@ def test_a_failing_setup_is_the_calls_output_and_is_tried_again(
     assert "exited 3" in seen["one"]
     assert "not yet" in seen["one"]
     assert seen["two"] == "second"  # the setup ran again, succeeded, and the call ran
+    # the log says so (session.environment), each call announced only once its environment was made
+    steps = [
+        (e.data["status"], e.data["error"] is not None)
+        if e.type == "session.environment"
+        else ("call", e.data["item"]["call_id"])
+        for e in aws.events(session.id)
+        if e.type == "session.environment"
+        or (e.type == "response.output_item.done" and e.data["item"].get("status") == "in_progress")
+    ]
+    assert steps == [
+        ("pending", False),
+        ("failed", True),
+        ("call", "one"),
+        ("pending", False),
+        ("ready", False),
+        ("call", "two"),
+    ]
+    failed = next(e for e in aws.events(session.id) if e.type == "session.environment" and e.data["error"])
+    assert "exited 3" in failed.data["error"]["message"]
+    # the call that could not run is still a command (no exit code), not a bare output
+    item = next(
+        i
+        for i in aws.store.list_items(session.id)
+        if i.data.get("call_id") == "one" and i.type == "function_call_output"
+    )
+    assert item.data["details"]["kind"] == "command"
+    assert item.data["details"]["exit_code"] is None
 
 
 def test_without_bubblewrap_hosted_tools_are_refused_clearly_unless_unisolated(

@@ -108,6 +108,11 @@ def test_openai_hosted_environment_runs_command_executions(target: Target) -> No
     scenarios.openai_hosted_environment_runs_command_executions(target)
 
 
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="hosted tools run in bubblewrap")
+def test_openai_hosted_environment_setup_failure_is_the_failed_event(target: Target) -> None:
+    scenarios.openai_hosted_environment_setup_failure(target)
+
+
 def test_cancel_while_parked(target: Target) -> None:
     scenarios.cancel_while_parked(target)
 

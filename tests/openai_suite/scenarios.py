@@ -17,6 +17,12 @@ import httpx
 import openai
 import pytest
 from openai import AsyncOpenAI, OpenAI
+from openai.types.beta import (
+    AgentSessionEnvironmentFailedEvent,
+    AgentSessionEnvironmentPendingEvent,
+    AgentSessionEnvironmentReadyEvent,
+    AgentSessionEnvironmentSuspendedEvent,
+)
 
 TOOL_PARAMS = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
 HANDLER_OUTPUT = "forty-two from the client's handler"
@@ -466,6 +472,14 @@ HOSTED_SCRIPT = [
 ]
 
 
+ENVIRONMENT_EVENTS: dict[str, type[Any]] = {
+    "agent.session.environment.pending": AgentSessionEnvironmentPendingEvent,
+    "agent.session.environment.ready": AgentSessionEnvironmentReadyEvent,
+    "agent.session.environment.failed": AgentSessionEnvironmentFailedEvent,
+    "agent.session.environment.suspended": AgentSessionEnvironmentSuspendedEvent,
+}
+
+
 def openai_hosted_environment_runs_command_executions(target: Target) -> None:
     """``environment: openai_hosted`` is skyloop's hosted environment: the turn's Bash calls run in the
     session's workspace with no client, as ``command_execution`` items (files, env and setup applied)."""
@@ -491,6 +505,8 @@ def openai_hosted_environment_runs_command_executions(target: Target) -> None:
     )
     events = list(stream)
     session_id = events[0].session.id
+    # the workspace is made at the first hosted call: pending, then ready, before the command starts
+    assert _environment_steps(events) == ["pending", "ready", "command_execution"]
     added = [
         e.item
         for e in events
@@ -521,6 +537,72 @@ def openai_hosted_environment_runs_command_executions(target: Target) -> None:
     assert [f.path for f in session.environment.files] == ["/workspace/notes.txt"]
     kinds = [i.type for i in client.beta.agents.sessions.items.list(session_id)]
     assert kinds == ["message", "command_execution", "message"]
+    # events.stream replays the same lifecycle (it is in the session's log), each event the SDK's type
+    with client.beta.agents.sessions.events.stream(
+        session_id, extra_headers={"Last-Event-ID": "0"}
+    ) as replay:
+        replayed = read_until(replay, "agent.session.idle")
+    assert _environment_steps(replayed) == ["pending", "ready", "command_execution"]
+    for event in replayed:
+        if event.type.startswith("agent.session.environment."):
+            assert isinstance(event, ENVIRONMENT_EVENTS[event.type])
+            assert event.environment.id == session.environment.id
+            assert (event.environment.type, event.environment.error) == ("openai_hosted", None)
+            assert event.environment.status == event.type.rsplit(".", 1)[1]
+            assert event.turn_id == done[0].turn_id
+
+
+def openai_hosted_environment_setup_failure(target: Target) -> None:
+    """A setup command that fails is ``agent.session.environment.failed`` (its error says why), and the
+    command it held back ends as a failed ``command_execution``; the next call tries the setup again."""
+    client = target.client()
+    script = [
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": "echo first"}}]},
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": "echo second"}}]},
+        {"text": "done"},
+    ]
+    agent_id = scripted_agent(target, script)
+    environment = {
+        "type": "openai_hosted",
+        "network": {"access": "disabled"},
+        "setup_commands": [{"command": "test -f ready || (touch ready; echo not yet; exit 3)"}],
+    }
+    session = client.beta.agents.sessions.create(environment=environment, agent_id=agent_id, input="go")
+    wait_idle(client, session.id)
+    with client.beta.agents.sessions.events.stream(
+        session.id, extra_headers={"Last-Event-ID": "0"}
+    ) as stream:
+        events = read_until(stream, "agent.session.idle")
+    steps = _environment_steps(events)
+    assert steps == ["pending", "failed", "command_execution", "pending", "ready", "command_execution"]
+    (failed,) = [e for e in events if e.type == "agent.session.environment.failed"]
+    assert isinstance(failed, ENVIRONMENT_EVENTS["agent.session.environment.failed"])
+    assert failed.environment.status == "failed"
+    assert failed.environment.error is not None
+    assert failed.environment.error.code == "environment_setup_failed"
+    assert "exited 3" in failed.environment.error.message
+    done = [
+        e.item
+        for e in events
+        if e.type == "agent.session.turn.item.done" and e.item.type == "command_execution"
+    ]
+    assert [(d.command, d.status, d.exit_code) for d in done] == [
+        ("echo first", "failed", None),
+        ("echo second", "completed", 0),
+    ]
+    assert done[0].output is not None
+    assert done[0].output.startswith("Error: the environment's setup command")
+
+
+def _environment_steps(events: list[Any]) -> list[str]:
+    """The environment's lifecycle and each command's start, in stream order."""
+    steps = []
+    for event in events:
+        if event.type.startswith("agent.session.environment."):
+            steps.append(event.type.rsplit(".", 1)[1])
+        elif event.type == "agent.session.turn.item.added" and event.item.type == "command_execution":
+            steps.append("command_execution")
+    return steps
 
 
 def cancel_while_parked(target: Target) -> None:
@@ -907,6 +989,32 @@ def webhook_delivered_on_turn(target: Target) -> None:
         idle = events["agent.session.idle"]
         assert idle.data.environment_type == "self_hosted"  # the session has a workspace
         assert events["agent.session.created"].data.environment_type == "self_hosted"
+        client.webhooks.delete(endpoint.id)
+
+
+def webhook_reports_openai_hosted(target: Target) -> None:
+    """A session with an ``openai_hosted`` environment is ``environment_type: openai_hosted`` in its
+    webhooks, with the environment's id, as ``sessions.retrieve`` shows it."""
+    from tests.webhook_receiver import WebhookReceiver
+
+    client = target.client()
+    with WebhookReceiver() as receiver:
+        endpoint = client.webhooks.create(
+            name="hosted", url=receiver.url, event_types=["agent.session.created", "agent.session.idle"]
+        )
+        session = client.beta.agents.sessions.create(
+            environment={"type": "openai_hosted", "network": {"access": "disabled"}},
+            agent_id=scripted_agent(target, TEXT_SCRIPT),
+            input="report",
+        )
+        wait_idle(client, session.id)
+        for kind in ("agent.session.created", "agent.session.idle"):
+            received = receiver.wait_for(kind, session_id=session.id)
+            event = client.webhooks.unwrap(received.body, received.headers, secret=endpoint.signing_secret)
+            assert (event.data.environment_type, event.data.environment_id) == (  # type: ignore[union-attr]
+                "openai_hosted",
+                session.environment.id,
+            )
         client.webhooks.delete(endpoint.id)
 
 

@@ -201,3 +201,30 @@ def test_a_session_with_a_workspace_is_self_hosted_in_every_event() -> None:
     }
     plain = [session_created(SESSION, created_at=1), *derive(SESSION, log, at=100.0)]
     assert {(e.data.environment_type, e.data.environment_id) for e in plain} == {("none", None)}
+
+
+def test_a_session_with_its_own_hosted_environment_is_openai_hosted_in_every_event() -> None:
+    """OpenAI's ``environment_type``: ``openai_hosted`` as the OpenAI API shows such a session."""
+    from openai._models import construct_type
+    from openai.types.webhooks.unwrap_webhook_event import UnwrapWebhookEvent
+
+    from skyloop.models.environment import HostedEnvironment
+    from skyloop.models.session import Session
+
+    session = Session(
+        id="o" * 32,
+        agent_id="a" * 32,
+        agent_name="coder",
+        created_at=1,
+        updated_at=1,
+        environment=HostedEnvironment(),
+    )
+    facts = SessionFacts.of(session)
+    log = [status(1, "running"), call(2, "c1"), terminal(3, ev.RESPONSE_COMPLETED)]
+    out = [session_created(session, created_at=1), *derive(facts, log, at=100.0)]
+    for event in out:
+        parsed = construct_type(type_=UnwrapWebhookEvent, value=json.loads(event.model_dump_json()))
+        assert (parsed.data.environment_type, parsed.data.environment_id) == (  # type: ignore[union-attr]
+            "openai_hosted",
+            f"env_{'o' * 32}",
+        )

@@ -547,12 +547,17 @@ class AgentCoreEngine:
     def stop_idle(self, now: int | None = None) -> list[str]:
         """Stop the interpreter sessions idle for ``SKYLOOP_HOSTED_IDLE_S`` (their workspace snapshotted
         first) whose skyloop session runs no turn; the skyloop sessions whose one was stopped."""
+        return [session_id for session_id, _ in self.stop_idle_sessions(now)]
+
+    def stop_idle_sessions(self, now: int | None = None) -> list[tuple[str, str]]:
+        """:meth:`stop_idle`, with the interpreter session each stop ended (what the stop's
+        ``suspended`` event is deduplicated on: one per stopped interpreter session)."""
         from skyloop.store import codec, keys
 
         now = int(time.time()) if now is None else now
         bound = keys.due_at_value(now, "g")  # "g" sorts after every hex id: the whole second counts
         client = self._client("dynamodb")
-        stopped: list[str] = []
+        stopped: list[tuple[str, str]] = []
         for shard in keys.RUNNING_SHARDS:
             pages = client.get_paginator("query").paginate(
                 TableName=self.table,
@@ -565,21 +570,23 @@ class AgentCoreEngine:
                 for raw in page.get("Items", []):
                     session_id = str(codec.from_item(raw)[keys.PK]).removeprefix("SESSION#")
                     try:
-                        if self._stop_if_idle(session_id, now, bound):
-                            stopped.append(session_id)
+                        ended = self._stop_if_idle(session_id, now, bound)
+                        if ended is not None:
+                            stopped.append((session_id, ended))
                     except Exception:  # one session's failure stops no other's
                         from skyloop.observability import logger
 
                         logger.exception("an idle interpreter session could not be stopped")
         return stopped
 
-    def _stop_if_idle(self, session_id: str, now: int, bound: str) -> bool:
+    def _stop_if_idle(self, session_id: str, now: int, bound: str) -> str | None:
+        """The interpreter session stopped (idle, no turn running, nothing changed since its snapshot)."""
         from skyloop.store import codec, keys
 
         record = self.record(session_id)  # the index is eventually consistent: the row decides
         current = record.get("interpreter_session")
         if not current or str(record.get(keys.DUE_AT_KEY) or "") > bound:
-            return False
+            return None
         session = self._client("dynamodb").get_item(
             TableName=self.table,
             Key=codec.to_item(keys.session_key(session_id)),
@@ -601,8 +608,8 @@ class AgentCoreEngine:
                         ":s": codec.attr(str(current)),
                     },
                 )
-            return False
-        return self.retire(session_id, record)
+            return None
+        return str(current) if self.retire(session_id, record) else None
 
     # ---------------------------------------------------------------------------------- snapshots
     # ---------------------------------------------------------------------------------- snapshots

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from skyloop.models.session import Session
     from skyloop.secrets import SecretStore
     from skyloop.settings import Settings
+    from skyloop.store import Store
 
 SETUP_TIMEOUT_S = 300
 _setup_lock = threading.Lock()
@@ -98,10 +99,24 @@ def command_env(environment: HostedEnvironment, secrets: SecretStore | None) -> 
 
 
 def prepared(
-    session: Session, environment: HostedEnvironment, env: dict[str, str], eng: Engine
+    session: Session,
+    environment: HostedEnvironment,
+    env: dict[str, str],
+    eng: Engine,
+    report: Callable[[str, bool, str | None], None] | None = None,
 ) -> tuple[Sandbox, str | None]:
-    """The session's sandbox, its workspace made if this is its first use; and the setup's failure, if any."""
+    """The session's sandbox, its workspace made if this is its first use; and the setup's failure, if any.
+
+    ``report`` hears the making: ``pending`` before it, then ``ready`` or ``failed`` (with why), and
+    whether a seeded workspace is being restored (the cloud's new interpreter session); the caller
+    records them in the session's log (``session.environment``). A ready workspace reports nothing.
+    """
     from skyloop import workspace as paths
+    from skyloop.environments.port import SandboxError
+
+    def tell(status: str, restored: bool, error: str | None = None) -> None:
+        if report is not None:
+            report(status, restored, error)
 
     sandbox = eng.sandbox(session.id, network=environment.network)
     if eng.is_ready(session.id):
@@ -112,16 +127,25 @@ def prepared(
         seeded = getattr(
             eng, "is_seeded", None
         )  # the cloud's new interpreter session: setup again, not files
-        if seeded is None or not seeded(session.id):
-            for item in environment.files:
-                sandbox.write(paths.relative(item.path), item.content.encode("utf-8"))
-        for command in environment.setup:
-            result = sandbox.run(command, timeout_s=SETUP_TIMEOUT_S, env=env)
-            if result.timed_out or result.exit_code:
-                why = "timed out" if result.timed_out else f"exited {result.exit_code}"
-                tail = result.output.strip()[-4000:]
-                return sandbox, f"the environment's setup command {command!r} {why}:\n{tail}".rstrip()
-        eng.mark_ready(session.id)
+        restored = seeded is not None and bool(seeded(session.id))
+        tell("pending", restored)
+        try:
+            if not restored:
+                for item in environment.files:
+                    sandbox.write(paths.relative(item.path), item.content.encode("utf-8"))
+            for command in environment.setup:
+                result = sandbox.run(command, timeout_s=SETUP_TIMEOUT_S, env=env)
+                if result.timed_out or result.exit_code:
+                    why = "timed out" if result.timed_out else f"exited {result.exit_code}"
+                    tail = result.output.strip()[-4000:]
+                    failed = f"the environment's setup command {command!r} {why}:\n{tail}".rstrip()
+                    tell("failed", restored, failed)
+                    return sandbox, failed
+            eng.mark_ready(session.id)
+        except (SandboxError, OSError) as exc:
+            tell("failed", restored, f"the workspace could not be made: {exc}")
+            raise
+        tell("ready", restored)
     return sandbox, None
 
 
@@ -136,9 +160,13 @@ def run_call(
     on_output: Callable[[str], None] | None = None,
     settings: Settings | None = None,
     task: str | None = None,
+    report: Callable[[str, bool, str | None], None] | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> HostedRun:
     """One hosted call in the session's environment; every failure is the call's output. A command
-    longer than this invocation may wait for runs as background ``task`` (``pending``: :func:`poll_call`)."""
+    longer than this invocation may wait for runs as background ``task`` (``pending``: :func:`poll_call`).
+    ``report`` hears the workspace being made (:func:`prepared`); ``on_start`` is called once it is
+    ready, just before the call runs (so the call is announced after the environment, as OpenAI orders)."""
     from skyloop import deps
 
     settings = settings or deps.get_settings()
@@ -150,13 +178,15 @@ def run_call(
         return HostedRun(f"Error: '{name}' is a hosted tool and this session has no hosted environment")
     try:
         env = command_env(environment, secrets)
-        sandbox, failed = prepared(session, environment, env, engine(settings))
+        sandbox, failed = prepared(session, environment, env, engine(settings), report)
     except SandboxError as exc:
-        return HostedRun(f"Error: the hosted environment is not available: {exc}")
+        return _not_run(name, arguments, f"Error: the hosted environment is not available: {exc}")
     except OSError as exc:
-        return HostedRun(f"Error: the hosted environment could not be made: {exc}")
+        return _not_run(name, arguments, f"Error: the hosted environment could not be made: {exc}")
     if failed is not None:
-        return HostedRun(f"Error: {failed}")
+        return _not_run(name, arguments, f"Error: {failed}")
+    if on_start is not None:
+        on_start()
     return run_tool(
         name,
         arguments,
@@ -167,6 +197,18 @@ def run_call(
         task=task,
         sync_s=settings.hosted_sync_s,
     )
+
+
+def _not_run(name: str, arguments: dict[str, Any], output: str) -> HostedRun:
+    """A call the environment could not run; a command's details say it did not run (no exit code),
+    so it still ends as a (failed) command, not as a bare output."""
+    from skyloop.environments.tools import HostedRun
+
+    if name != "Bash":
+        return HostedRun(output)
+    command = str(arguments.get("command", ""))
+    details = {"kind": "command", "command": command, "exit_code": None, "duration_ms": 0, "timed_out": False}
+    return HostedRun(output, details)
 
 
 def poll_call(
@@ -233,11 +275,35 @@ def snapshot(session_id: str, settings: Settings | None = None) -> None:
         keep(session_id)
 
 
-def stop_idle(settings: Settings | None = None) -> list[str] | None:
-    """Stop the cloud's idle interpreter sessions (None where the engine keeps none: the local one)."""
+def stop_idle(
+    settings: Settings | None = None, store: Store | None = None, *, now: int | None = None
+) -> list[str] | None:
+    """Stop the cloud's idle interpreter sessions (None where the engine keeps none: the local one);
+    each stop is a ``session.environment`` ``suspended`` in its session's log."""
     eng = engine(settings)
-    stop = getattr(eng, "stop_idle", None)
-    return None if stop is None else list(stop())
+    stop = getattr(eng, "stop_idle_sessions", None)
+    if stop is None:
+        return None
+    stopped: list[tuple[str, str]] = list(stop(now))
+    for session_id, interpreter_session in stopped:
+        record_suspended(store, session_id, interpreter_session)
+    return [session_id for session_id, _ in stopped]
+
+
+def record_suspended(store: Store | None, session_id: str, interpreter_session: str) -> None:
+    """The stop of an idle interpreter session, in the session's log (once per interpreter session; a
+    session deleted meanwhile has no log to write to)."""
+    from skyloop import deps
+    from skyloop import events as ev
+    from skyloop.errors import ConflictError, NotFoundError
+    from skyloop.store import Append
+
+    batch = Append(session_id, dedupe_key=f"environment:suspended:{interpreter_session}")
+    batch.event(ev.SESSION_ENVIRONMENT, ev.environment_status("suspended"))
+    try:
+        (store or deps.store()).append(batch)
+    except (NotFoundError, ConflictError):
+        return
 
 
 def deleter(session_id: str, settings: Settings | None = None) -> Callable[[], None]:

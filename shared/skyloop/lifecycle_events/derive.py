@@ -54,6 +54,7 @@ class SessionFacts:
     agent_id: str | None = None
     agent_name: str | None = None
     workspace: str | None = None  # a session with a workspace runs in a self-hosted environment
+    hosted: bool = False  # a session with its own hosted environment (OpenAI's ``openai_hosted``)
 
     @classmethod
     def of(cls, session: Session) -> SessionFacts:
@@ -63,14 +64,15 @@ class SessionFacts:
             agent_id=session.agent_id,
             agent_name=session.agent_name,
             workspace=session.workspace,
+            hosted=session.environment is not None,
         )
 
     def base(self) -> dict[str, Any]:
-        """What every event's ``data`` says of the session (OpenAI's ``environment_type``/``_id`` included:
-        ``self_hosted`` with the session's workspace, as the OpenAI API shows the session, else ``none``)."""
-        env: dict[str, Any] = (
-            {"environment_type": "self_hosted", "environment_id": f"env_{self.id}"} if self.workspace else {}
-        )
+        """What every event's ``data`` says of the session (OpenAI's ``environment_type``/``_id`` included,
+        as the OpenAI API shows the session: ``openai_hosted`` with its hosted environment,
+        ``self_hosted`` with a workspace, else ``none``)."""
+        kind = "openai_hosted" if self.hosted else "self_hosted" if self.workspace else None
+        env: dict[str, Any] = {"environment_type": kind, "environment_id": f"env_{self.id}"} if kind else {}
         return {"id": self.id, "owner": self.owner, "agent_id": self.agent_id, **env}
 
 

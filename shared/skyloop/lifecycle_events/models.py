@@ -32,10 +32,12 @@ class _Data(BaseModel):
     id: str = Field(description="The session's id.")
     environment_type: str = Field(
         default=ENVIRONMENT_TYPE,
-        description="OpenAI's field: `self_hosted` for a session with a workspace (as the OpenAI API shows "
-        "it), else `none`.",
+        description="OpenAI's field, as the OpenAI API shows the session: `openai_hosted` for a session "
+        "with its own hosted environment, `self_hosted` for one with a workspace, else `none`.",
     )
-    environment_id: str | None = Field(default=None, description="`env_<session id>` when self-hosted.")
+    environment_id: str | None = Field(
+        default=None, description="`env_<session id>` when the session has an environment."
+    )
     owner: str | None = Field(default=None, description="The principal that owns the session.")
     agent_id: str | None = None
 

@@ -23,6 +23,7 @@ assistant message                 ``...item.added``, ``...output_text.done``, ``
 ``response.completed|failed|      ``agent.session.turn.completed|failed|cancelled``
 cancelled``
 ``session.status`` idle|failed    ``agent.session.idle|failed``, or ``budget_reached``
+``session.environment`` status    ``agent.session.environment.pending|ready|failed|suspended``
 ================================  ==================================================
 
 Heartbeats, retries and ``session.interrupted`` have no OpenAI counterpart (the
@@ -126,25 +127,7 @@ def translate(event: StoredEvent, ctx: Context, *, turn_hint: str | None = None)
     out: list[dict[str, Any]] = []
     kind = event.type
     if kind == ev.SESSION_STATUS:
-        status = data.get("status")
-        rid = str(data.get("response_id") or "")
-        if status == "running":
-            out.append(
-                {
-                    "type": "agent.session.turn.created",
-                    "session_id": sid,
-                    "turn_id": rid,
-                    "turn": _turn(ctx, rid, "in_progress"),
-                }
-            )
-            out.append({"type": "agent.session.in_progress", "session": _session(ctx, "in_progress")})
-        elif status in ("idle", "failed"):
-            error = data.get("error") or {}
-            budget = error.get("code") == views.BUDGET_CODE or (
-                status == "idle" and views.budget_reached(ctx.session) and ctx.session.last_response_id == rid
-            )
-            name = "budget_reached" if budget else status
-            out.append({"type": f"agent.session.{name}", "session": _session(ctx, name)})
+        out += _status(data, ctx)
     elif kind == ev.SESSION_INPUT_CONSUMED:
         inner = data.get("data") or {}
         message = inner.get("data") or {}
@@ -193,6 +176,8 @@ def translate(event: StoredEvent, ctx: Context, *, turn_hint: str | None = None)
         out.append(
             {"type": "agent.session.requires_action", "session": _session(ctx, "requires_action", [action])}
         )
+    elif kind == ev.SESSION_ENVIRONMENT:
+        out += _environment(data, ctx)
     elif kind in (ev.RESPONSE_COMPLETED, ev.RESPONSE_FAILED, ev.RESPONSE_CANCELLED):
         response = data.get("response") or {}
         rid = str(response.get("id", ""))
@@ -212,6 +197,58 @@ def translate(event: StoredEvent, ctx: Context, *, turn_hint: str | None = None)
             }
         )
     return [{**payload, "event_id": event_id(event.seq, k)} for k, payload in enumerate(out)]
+
+
+def _status(data: dict[str, Any], ctx: Context) -> list[dict[str, Any]]:
+    """A turn starting (its turn and the session in progress), or the session coming to rest."""
+    status = data.get("status")
+    rid = str(data.get("response_id") or "")
+    if status == "running":
+        return [
+            {
+                "type": "agent.session.turn.created",
+                "session_id": ctx.session.id,
+                "turn_id": rid,
+                "turn": _turn(ctx, rid, "in_progress"),
+            },
+            {"type": "agent.session.in_progress", "session": _session(ctx, "in_progress")},
+        ]
+    if status in ("idle", "failed"):
+        error = data.get("error") or {}
+        budget = error.get("code") == views.BUDGET_CODE or (
+            status == "idle" and views.budget_reached(ctx.session) and ctx.session.last_response_id == rid
+        )
+        name = "budget_reached" if budget else status
+        return [{"type": f"agent.session.{name}", "session": _session(ctx, name)}]
+    return []
+
+
+def _environment(data: dict[str, Any], ctx: Context) -> list[dict[str, Any]]:
+    """The hosted environment's lifecycle as OpenAI's (``AgentSessionEnvironmentState``): a restored
+    workspace is ``pending`` then ``ready`` again, not ``reset`` (its files survive the new sandbox)."""
+    status = data.get("status")
+    if status not in ev.ENVIRONMENT_STATUSES:
+        return []
+    error = data.get("error")
+    return [
+        {
+            "type": f"agent.session.environment.{status}",
+            "session_id": ctx.session.id,
+            "turn_id": data.get("response_id"),
+            "environment": {
+                "id": views.environment_id(ctx.session),
+                "type": "openai_hosted",
+                "status": status,
+                "error": {
+                    "type": "environment_error",
+                    "code": str(error.get("code") or "environment_failed"),
+                    "message": str(error.get("message") or ""),
+                }
+                if isinstance(error, dict)
+                else None,
+            },
+        }
+    ]
 
 
 def _delta(kind: str, data: dict[str, Any], ctx: Context, turn_hint: str | None) -> dict[str, Any]:

@@ -123,11 +123,16 @@ def status_of(session: Session, actions: list[dict[str, Any]]) -> str:
     return "failed" if session.status == "failed" and not stopped_by_budget(session) else "idle"
 
 
+def environment_id(session: Session) -> str:
+    """The id the OpenAI API gives the session's environment (one per session, whatever its type)."""
+    return f"env_{session.id}"
+
+
 def environment(session: Session) -> dict[str, Any]:
     if session.environment is not None:  # openai_hosted: skyloop's hosted environment
         return {
             "type": "openai_hosted",
-            "id": f"env_{session.id}",
+            "id": environment_id(session),
             "capability_directories": [],
             "files": [
                 {
@@ -149,7 +154,7 @@ def environment(session: Session) -> dict[str, Any]:
     if session.workspace:
         return {
             "type": "self_hosted",
-            "id": f"env_{session.id}",
+            "id": environment_id(session),
             "capability_directories": [],
             "remote_url": "",
             "workspace_directory": session.workspace,

@@ -53,12 +53,11 @@ def prepare_tool(store: Store, state: TurnState, call_id: str, secrets: SecretSt
     if tool is None:
         _record(store, call, f"Error: tool '{call.name}' is no longer offered by this agent")
         return skip
-    _announce(store, state, call, session.agent_name, after_seq=session.last_seq)
-    try:
-        arguments = json.loads(call.arguments or "{}")
-    except ValueError:
-        arguments = None
-    if not isinstance(arguments, dict):
+    hosted = tool.kind == "hosted"
+    arguments = _arguments(call)
+    if not hosted or arguments is None:  # a hosted call that runs is announced in _call_hosted
+        _announce(store, state, call, session.agent_name, after_seq=session.last_seq)
+    if arguments is None:
         _record(
             store,
             call,
@@ -68,7 +67,7 @@ def prepare_tool(store: Store, state: TurnState, call_id: str, secrets: SecretSt
     if tool.kind == "mcp":
         _record(store, call, tool.bounded(_call_mcp(store, state, call, tool, arguments, secrets)))
         return skip
-    if tool.kind == "hosted":
+    if hosted:
         ran = _call_hosted(store, state, session, call, tool, arguments, secrets)
         if ran is None:  # a command still running: the state machine waits, then polls it
             return {"invoke": None, "poll": {"wait_s": _poll_wait_s()}}
@@ -84,6 +83,15 @@ def prepare_tool(store: Store, state: TurnState, call_id: str, secrets: SecretSt
         "invoke": {"function": tool.function, "payload": payload, "timeout_s": tool.timeout_s},
         "poll": None,
     }
+
+
+def _arguments(call: PendingCall) -> dict[str, Any] | None:
+    """The call's arguments, or None when they are not a JSON object."""
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except ValueError:
+        return None
+    return arguments if isinstance(arguments, dict) else None
 
 
 def _poll_wait_s() -> int:
@@ -178,6 +186,24 @@ def _announce(
         return
 
 
+def _environment(
+    store: Store, state: TurnState, call: PendingCall, status: str, *, restored: bool, error: str | None
+) -> None:
+    """A step of the workspace's making, in the log once per call that made it (a repeated branch of
+    the call writes nothing twice)."""
+    batch = lifecycle.turn_append(
+        state, f"{state.response_id}:{call.iteration}:{call.call_id}:environment:{status}"
+    )
+    batch.event(
+        ev.SESSION_ENVIRONMENT,
+        ev.environment_status(status, response_id=state.response_id, restored=restored, error=error),
+    )
+    try:
+        lifecycle.append_active(store, batch)
+    except lifecycle.TurnInactiveError:
+        return
+
+
 def _call_mcp(
     store: Store,
     state: TurnState,
@@ -209,9 +235,21 @@ def _call_hosted(
 ) -> tuple[str, dict[str, Any]] | None:
     """Run a hosted built-in in the session's environment, its output streamed while it runs; an
     output over the tool's limit is kept whole as a session file, and the call's output says so.
+    The workspace's making (its first use) is recorded first (``session.environment``), then the
+    call is announced, as OpenAI's hosted environments order them.
     None: a command still running past this invocation's time (:func:`poll_tool` takes it on)."""
     from skyloop.environments import service
     from skyloop.turns.steps import agent_for
+
+    announced: list[bool] = []
+
+    def announce() -> None:
+        if not announced:
+            announced.append(True)
+            _announce(store, state, call, session.agent_name)
+
+    def report(status: str, restored: bool, error: str | None) -> None:
+        _environment(store, state, call, status, restored=restored, error=error)
 
     stream = OutputStream(store, state, call)
     run = service.run_call(
@@ -223,7 +261,10 @@ def _call_hosted(
         secrets=secrets,
         on_output=stream.write,
         task=call.call_id,
+        report=report,
+        on_start=announce,
     )
+    announce()  # a call that could not run (no environment, a failed setup) is announced with its output
     stream.close()
     if run.pending:
         return None
