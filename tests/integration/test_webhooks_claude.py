@@ -298,3 +298,39 @@ def test_an_anthropic_endpoint_filters_claude_types_and_its_test_event_unwraps(
         assert hook["id"] not in [e["id"] for e in listed]
         assert api.post_json(f"/openai/v1/webhook_endpoints/{hook['id']}", {"name": "x"}).status == 404
         assert api.call("DELETE", f"/openai/v1/webhook_endpoints/{hook['id']}").status == 404
+
+
+def test_the_local_publisher_derives_from_the_session_as_of_the_events_it_read(
+    aws: Stack, api: Api, lifecycle: str, hooks: list[str]
+) -> None:
+    from skyloop.webhooks.local import LocalDispatcher, LocalPublisher
+
+    # GIVEN a session whose turn spent its budget, and the session as it was read before that turn ended
+    # (the publisher reads the session, then its events: an append may land in between)
+    records = webhook_records()
+    dispatcher = LocalDispatcher(records, get_settings(), workers=2)
+    publisher = LocalPublisher(aws.store, records, dispatcher, get_settings())
+    with WebhookReceiver() as receiver:
+        hook = add_endpoint(api, hooks, receiver.url, format="anthropic")
+        spent = priced_session(aws, api, limit_cents=1)
+        stale = aws.store.get_session(spent)
+        assert api.post_message(spent, "hello").status == 202
+        aws.wait_for_status(spent, "idle", after_seq=1, timeout=SLOW_S)
+        reads = [stale]
+        get_session = aws.store.get_session
+
+        def first_read_stale(session_id: str) -> Any:
+            return reads.pop() if reads and session_id == spent else get_session(session_id)
+
+        aws.store.get_session = first_read_stale  # type: ignore[method-assign]
+        try:
+            # WHEN the publisher processes the session with that stale first read
+            publisher.process(spent)
+        finally:
+            del aws.store.get_session
+        # THEN the turn's end is still Claude's budget_reached (derived from the session as of its events)
+        wait_until(lambda: len(receiver.received) >= 2, timeout=SLOW_S, what="the session's Claude events")
+        time.sleep(0.3)  # anything more would come now
+        types = [unwrap(r, hook["secret"]).data.type for r in list(receiver.received)]
+        assert types == ["session.status_run_started", "session.budget_reached"], types
+    dispatcher.close()

@@ -275,6 +275,11 @@ class LocalPublisher:
         if not events:
             self._cursors[session_id] = cursor
             return
+        if session.last_seq < events[-1].seq:  # it moved on while its events were read: what they derive
+            try:  # from the session (a turn's spend, hence Claude's budget_reached) is as of the last one
+                session = self.store.get_session(session_id)
+            except NotFoundError:
+                return
         before = self._last.get(session_id)
         if before is None or before.seq != events[0].seq - 1:
             before, events = complete_window(self.store, session_id, events)
