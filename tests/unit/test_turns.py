@@ -383,6 +383,64 @@ def test_a_first_step_that_reads_the_session_before_its_posts_append_waits_for_i
     assert world.types()[-1] == ev.SESSION_STATUS
 
 
+def test_a_first_step_whose_turn_read_came_before_its_posts_append_and_session_read_after_runs_the_turn() -> (
+    None
+):
+    # Given a first step whose turn read (alongside its session read) comes before the post's append lands,
+    # and whose session read comes after it
+    world = World()
+    model = Model(text("Hello."))
+    turn_read, appended = threading.Event(), threading.Event()
+    results: list[Any] = []
+    get_turn, get_session, append = world.store.get_turn, world.store.get_session, world.store.append
+
+    def turn_first(session_id: str, response_id: str) -> Any:
+        try:
+            return get_turn(session_id, response_id)
+        finally:
+            turn_read.set()
+
+    def session_after(session_id: str) -> Any:
+        if threading.current_thread().name == "first-step":
+            assert appended.wait(10)
+        return get_session(session_id)
+
+    def lands_after_the_turn_read(batch: Any) -> Any:
+        if batch.new_turn is None:
+            return append(batch)
+        assert turn_read.wait(10)
+        try:
+            return append(batch)
+        finally:
+            appended.set()
+
+    def run(state: TurnState) -> None:
+        try:
+            results.append(steps.call_model(world.store, state, model))
+        except Exception as exc:  # the step's failure is the test's
+            results.append(exc)
+
+    class StepsAtOnce(RecordingEngine):
+        def start(self, state: TurnState) -> None:
+            super().start(state)
+            threading.Thread(target=run, args=(state,), name="first-step").start()
+
+    world.engine = StepsAtOnce()
+    world.store.get_turn = turn_first  # type: ignore[method-assign]
+    world.store.get_session = session_after  # type: ignore[method-assign]
+    world.store.append = lands_after_the_turn_read  # type: ignore[method-assign]
+    # When a message is posted
+    world.post("hi")
+    deadline = time.monotonic() + 10
+    while not results and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # Then the step read the turn again and ran it to its end
+    (result,) = results
+    assert not isinstance(result, Exception), result
+    assert (result.next, result.finished) == ("stop", True)
+    assert len(model.calls) == 1
+
+
 def test_an_execution_started_for_an_append_that_did_not_land_is_stopped_and_writes_nothing() -> None:
     # Given a post whose first append loses a race (another writer moved the session first)
     world = World()

@@ -38,6 +38,7 @@ from skyloop.turns.state import TurnError, error_from_catch
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from concurrent.futures import Future
 
     from skyloop.models.agent import Agent
     from skyloop.models.session import Session, Turn
@@ -119,6 +120,17 @@ def started_meanwhile(store: Store, state: TurnState, session: Session) -> Sessi
         if lifecycle.is_active(session, state.response_id):
             return session
     return None
+
+
+def _turn_read(store: Store, state: TurnState, read: Future[Turn]) -> Turn:
+    """The turn row read alongside the session; read again if that read came before the post's append
+    landed (the execution started alongside it) while the session read after it says the turn runs."""
+    try:
+        return read.result()
+    except NotFoundError:
+        if state.iteration != 0 or state.created_at is None:
+            raise
+        return store.get_turn(state.session_id, state.response_id)
 
 
 STEP_MARGIN_S = 30.0  # what the model step keeps after the model call: recording its result
@@ -214,7 +226,7 @@ def _call_model_once(
             return state.model_copy(update={"next": "stop"})
         session, turn_read = started, None
         turn = store.get_turn(state.session_id, state.response_id)
-    row = turn if turn_read is None else turn_read.result()
+    row = turn if turn_read is None else _turn_read(store, state, turn_read)
     assert row is not None  # one of the two
     agent = with_api_key(agent_of(store, row), secrets)
     caller = model_caller or model_step.default_caller(agent.spec.executor.harness)
