@@ -937,6 +937,7 @@ def test_a_recorded_output_ends_the_hot_waits_pause_before_its_next_poll(
 
     # Given a hot wait whose polls are 20 s apart (so only a wake-up can end its pause soon)
     monkeypatch.setattr(hot_wait, "FAST_POLL_S", 20.0)
+    monkeypatch.setattr(hot_wait, "NOTIFIED_FAST_POLL_S", 20.0)
     world = World()
     model = Model(calls("read_file"), text("It says contents."))
     client = Client(world, {"call_read_file": "contents"}, delay_s=0.2)
@@ -949,3 +950,30 @@ def test_a_recorded_output_ends_the_hot_waits_pause_before_its_next_poll(
     assert (state.next, state.finished) == ("stop", True)
     assert len(model.calls) == 2
     assert time.monotonic() - started < 10.0
+
+
+@pytest.mark.parametrize(("notified", "expected"), [(False, 0.01), (True, 0.02)])
+def test_a_hot_wait_reads_every_10_ms_unless_outputs_notify_its_process(
+    monkeypatch: pytest.MonkeyPatch, notified: bool, expected: float
+) -> None:
+    from skyloop.store import notifier
+    from skyloop.turns import hot_wait
+
+    # Given a turn waiting for a client call, in a process that outputs notify (the local stack) or not
+    monkeypatch.setattr(notifier, "_wakeups", notified)
+    world = World()
+    state = steps.call_model(world.store, world.start("go", [READ]), Model(calls("read_file")))
+    pauses: list[float] = []
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        now[0] += seconds
+        if len(pauses) == 3:
+            lifecycle.answer(world.store, world.engine, world.sid, "call_read_file", "text")
+
+    # When it waits
+    waited = hot_wait.wait_for_outputs(world.store, state, 5.0, sleep=sleep, clock=lambda: now[0])
+    # Then it read at that interval until the output was there
+    assert waited.next == "call_model"
+    assert pauses == [pytest.approx(expected)] * 3

@@ -44,6 +44,12 @@ def wakeups_enabled() -> bool:
     return _wakeups
 
 
+def answers_reach_this_process() -> bool:
+    """Whether an output recorded anywhere notifies this process: the local stack's, and its Lambda
+    environments' (their notifications go to the stack, which forwards ``ANSWERED`` back to them)."""
+    return _wakeups or _publisher is not None
+
+
 def set_publisher(publisher: Callable[[str, str], None] | None) -> None:
     """Send this process's notifications elsewhere (a local Lambda worker sends them to the stack)."""
     global _publisher
