@@ -358,3 +358,33 @@ def test_a_session_near_its_interpreters_lifetime_moves_to_a_new_one_with_its_fi
     assert outputs(aws, session.id)["r"] == "kept"
     assert first not in fake.sessions
     assert len(fake.sessions) == 1
+
+
+def test_a_session_that_cannot_be_moved_off_an_aged_interpreter_session_runs_its_call_where_it_is(
+    aws: Stack, api: Api, mock_llm: MockLLM, fake: AgentCoreFake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = mock_llm.script(
+        {"tool_calls": [call("w", "Bash", command="echo kept > a.txt")]},
+        {"text": "ok"},
+        {"tool_calls": [call("r", "Bash", command="cat a.txt")]},
+        {"text": "ok"},
+    )
+    session = hosted_session(aws, key)
+    run_turn(aws, api, session.id)
+    (first,) = fake.sessions
+    deps.client("dynamodb").update_item(
+        TableName=aws.table_name,
+        Key=codec.to_item(keys.environment_key(session.id)),
+        UpdateExpression="SET started_at = :t",
+        ExpressionAttributeValues={":t": codec.attr(int(time.time()) - agentcore.ROTATE_AFTER_S - 1)},
+    )
+
+    # Given an aged interpreter session whose snapshot fails (S3 unreachable, say)
+    def unreachable(session_id: str) -> int:
+        raise ConnectionError("S3 unreachable")
+
+    monkeypatch.setattr(service.engine(), "snapshot", unreachable)
+    # When the next call runs, Then it runs in the session it has, which is left running
+    run_turn(aws, api, session.id, "again")
+    assert outputs(aws, session.id)["r"] == "kept"
+    assert list(fake.sessions) == [first]

@@ -103,7 +103,7 @@ class AgentCoreSandbox:
         current = record.get("interpreter_session")
         if current and not fresh and record.get("network") == self.network:
             aged = time.time() - float(record.get("started_at") or 0) > ROTATE_AFTER_S
-            if not (aged and self.restart and self.engine.retire(self.session_id, record)):
+            if not (aged and self.restart and self._retired(record)):
                 self._interpreter_session = str(current)
                 return self._interpreter_session
             current = None  # retired: its files are in the snapshot the new one starts from
@@ -116,6 +116,18 @@ class AgentCoreSandbox:
             self.engine.stop(self.network, started)
         self._interpreter_session = winner
         return winner
+
+    def _retired(self, record: dict[str, Any]) -> bool:
+        """Move off an interpreter session near its end; one that cannot be moved now is used as it is."""
+        try:
+            return self.engine.retire(self.session_id, record)
+        except Exception:  # the next call tries again; this one runs where the workspace is
+            from skyloop.observability import logger
+
+            logger.exception(
+                "an aged interpreter session could not be moved", extra={"session": self.session_id}
+            )
+            return False
 
     # ---------------------------------------------------------------------------------- the port
     def run(
