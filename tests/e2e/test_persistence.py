@@ -227,16 +227,19 @@ def test_a_parked_turn_keeps_its_deadline_across_a_restart(stack: Stack, mock_ll
             watch.wait_for(lambda f: is_call_frame(f, "action_required"), what="the parked call")
             parked_at = time.monotonic()
 
-    # When the stack is killed and started again
+    # When the stack is killed, stays down past that deadline, and is started again
     stack.stop(signal.SIGKILL)
+    time.sleep(max(0.0, parked_at + 21 - time.monotonic()))
     stack.start()
+    up = time.monotonic()
 
-    # Then the turn fails at its original deadline, not 20 s after the restart
+    # Then the turn fails at its original deadline (at once: it passed while the stack was down), not
+    # 20 s after the restart. (What is left of a deadline still ahead is counted from the call too:
+    # tests/unit/test_recovery.py; measuring that here timed the restart under load, not the product.)
     with stack.client() as http:
         snap = wait_status(http, session_id, "failed", timeout_s=40)
-    elapsed = time.monotonic() - parked_at
     assert snap["last_task_error"]["code"] == "client_tool_timeout", snap
-    assert 17 <= elapsed <= 28, elapsed
+    assert time.monotonic() - up < 10, "the restart gave the parked call a new deadline"
 
 
 def test_an_approval_waits_across_a_restart(stack: Stack, mock_llm_server_url: str) -> None:
