@@ -4,13 +4,15 @@ from skyloop import prewarm
 
 prewarm.start()  # first, so the turn function starts while this one imports the routes
 
+from aws_lambda_powertools.logging import correlation_paths  # noqa: E402
 from aws_lambda_powertools.utilities.typing import LambdaContext  # noqa: E402
 
 from skyloop.api import app  # noqa: E402
 from skyloop.observability import logger, tracer  # noqa: E402
 
 
-@logger.inject_lambda_context(clear_state=True)
+# the HTTP API's request id: on every log line, and the X-Request-Id (Claude's request-id) of every answer
+@logger.inject_lambda_context(clear_state=True, correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
 @tracer.capture_lambda_handler(capture_response=False)
 def _handle(event: dict, context: LambdaContext) -> dict:
     return app.resolve(event, context)

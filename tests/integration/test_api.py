@@ -7,6 +7,7 @@ written, which the tests check against the table itself.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -457,3 +458,25 @@ def test_an_empty_or_oversized_model_key_is_400_and_never_echoed(aws: Stack, api
     assert "api_key" in r.error()["message"]
     assert "kkkk" not in json.dumps(r.body)  # the secret is not repeated back
     assert aws.count_agents() == before
+
+
+def test_every_answer_carries_the_http_apis_request_id(api: Api) -> None:
+    from skyloop.local import lambda_hook
+    from tests.integration.conftest import http_event
+
+    def answer(path: str) -> tuple[str, dict[str, Any]]:
+        event = http_event("GET", path)
+        context = lambda_hook.LocalContext(
+            "skyloop-api", "$LATEST", "arn:aws:lambda:us-east-1:123456789012:function:skyloop-api", 512,
+            str(uuid.uuid4()), "/aws/lambda/skyloop-api", "local", time.time() + 29,
+        )  # fmt: skip
+        return event["requestContext"]["requestId"], api._handler(event, context)
+
+    # When the API function answers a request as the HTTP API hands it over, and a Claude path's error
+    rid, out = answer("/v1/agents")
+    claude_rid, claude = answer("/anthropic/v1/agents/nope")
+    # Then each answer says which request it was (X-Request-Id; request-id on Claude's contract, whose
+    # error body names it too)
+    assert out["headers"]["X-Request-Id"] == rid
+    assert claude["headers"]["request-id"] == claude_rid
+    assert json.loads(claude["body"])["request_id"] == claude_rid

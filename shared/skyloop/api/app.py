@@ -39,8 +39,21 @@ def under(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith(prefix + "/")
 
 
+def request_headers(path: str) -> dict[str, str]:
+    """The request's id (the HTTP API's, the invocation's correlation id): ``X-Request-Id``, and
+    ``request-id`` on Claude's contract (the SDK's ``_request_id`` and its error messages)."""
+    correlation_id = logger.get_correlation_id()
+    if not correlation_id:
+        return {}
+    if under(path, ANTHROPIC_PREFIX):
+        return {"X-Request-Id": correlation_id, "request-id": correlation_id}
+    return {"X-Request-Id": correlation_id}
+
+
 def error_response(path: str, exc: SkyloopError, headers: dict[str, str] | None = None) -> Response:
-    """skyloop's ``{"error": {"code", "message"}}``, or OpenAI's under ``/openai``, Anthropic's under ``/anthropic``."""
+    """skyloop's ``{"error": {"code", "message"}}``, or OpenAI's under ``/openai``, Anthropic's under ``/anthropic``
+    (an error answered by an exception handler passes no middleware: it carries the request's id itself)."""
+    headers = {**request_headers(path), **(headers or {})}
     if under(path, OPENAI_PREFIX):
         from skyloop.openai_compat.errors import error_body, error_headers
 
@@ -82,7 +95,9 @@ def _not_found(_: Exception) -> Response:
         from skyloop.anthropic_compat import unsupported as claude_unsupported
 
         return error_response(path, claude_unsupported.for_path(path) or NotFoundError(f"Not found: {path}"))
-    return json_response(404, {"error": {"code": "not_found", "message": "Not found"}})
+    return json_response(
+        404, {"error": {"code": "not_found", "message": "Not found"}}, headers=request_headers(path)
+    )
 
 
 def _as_principal(app: APIGatewayHttpResolver, next_middleware: Any) -> Response:
@@ -112,11 +127,7 @@ def _as_principal(app: APIGatewayHttpResolver, next_middleware: Any) -> Response
 
 def _correlation_header(app: APIGatewayHttpResolver, next_middleware: Any) -> Response:
     response: Response = next_middleware(app)
-    correlation_id = logger.get_correlation_id()
-    if correlation_id:
-        response.headers["X-Request-Id"] = correlation_id
-        if under(app.current_event.path, ANTHROPIC_PREFIX):
-            response.headers["request-id"] = correlation_id  # the SDK's _request_id and error messages
+    response.headers.update(request_headers(app.current_event.path))
     return response
 
 
