@@ -208,6 +208,9 @@ def test_client_tool_turn_parks_until_the_output_arrives(aws: Stack, api: Api, m
     assert r.status == 202, r.body
     assert r.body == {"queued": True, "item_id": "call_read"}
     mock_llm.wait_for_gate()
+    # (the step's writes made while the model is called, the outputs and the attempt's number, have landed)
+    attempt = f"DEDUPE#{response_id}:1:attempt:0"
+    wait_until(lambda: attempt in aws.rows(session.id), what="the model call's attempt")
     before = aws.rows(session.id)
     # and the very same output again is a no-op with the same answer
     again = api.post_output(session.id, "call_read", "hi")
