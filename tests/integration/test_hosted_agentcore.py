@@ -334,9 +334,9 @@ def test_an_interpreter_session_is_not_stopped_while_its_session_runs_or_a_call_
     assert first not in fake.sessions
 
 
-def test_a_session_near_its_interpreters_lifetime_moves_to_a_new_one_with_its_files(
-    aws: Stack, api: Api, mock_llm: MockLLM, fake: AgentCoreFake
-) -> None:
+def aged_session(aws: Stack, api: Api, mock_llm: MockLLM, fake: AgentCoreFake) -> tuple[Session, str]:
+    """A session whose turn wrote a file in an interpreter session (returned) started longer ago than
+    skyloop keeps using one; its next turn reads the file back."""
     key = mock_llm.script(
         {"tool_calls": [call("w", "Bash", command="echo kept > a.txt")]},
         {"text": "ok"},
@@ -346,13 +346,20 @@ def test_a_session_near_its_interpreters_lifetime_moves_to_a_new_one_with_its_fi
     session = hosted_session(aws, key)
     run_turn(aws, api, session.id)
     (first,) = fake.sessions
-    # Given an interpreter session started longer ago than skyloop keeps using one
     deps.client("dynamodb").update_item(
         TableName=aws.table_name,
         Key=codec.to_item(keys.environment_key(session.id)),
         UpdateExpression="SET started_at = :t",
         ExpressionAttributeValues={":t": codec.attr(int(time.time()) - agentcore.ROTATE_AFTER_S - 1)},
     )
+    return session, first
+
+
+def test_a_session_near_its_interpreters_lifetime_moves_to_a_new_one_with_its_files(
+    aws: Stack, api: Api, mock_llm: MockLLM, fake: AgentCoreFake
+) -> None:
+    # Given an interpreter session started longer ago than skyloop keeps using one
+    session, first = aged_session(aws, api, mock_llm, fake)
     # When the next call runs, Then it runs in a new one, with the workspace, and the old one is stopped
     run_turn(aws, api, session.id, "again")
     assert outputs(aws, session.id)["r"] == "kept"
@@ -363,23 +370,9 @@ def test_a_session_near_its_interpreters_lifetime_moves_to_a_new_one_with_its_fi
 def test_a_session_that_cannot_be_moved_off_an_aged_interpreter_session_runs_its_call_where_it_is(
     aws: Stack, api: Api, mock_llm: MockLLM, fake: AgentCoreFake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    key = mock_llm.script(
-        {"tool_calls": [call("w", "Bash", command="echo kept > a.txt")]},
-        {"text": "ok"},
-        {"tool_calls": [call("r", "Bash", command="cat a.txt")]},
-        {"text": "ok"},
-    )
-    session = hosted_session(aws, key)
-    run_turn(aws, api, session.id)
-    (first,) = fake.sessions
-    deps.client("dynamodb").update_item(
-        TableName=aws.table_name,
-        Key=codec.to_item(keys.environment_key(session.id)),
-        UpdateExpression="SET started_at = :t",
-        ExpressionAttributeValues={":t": codec.attr(int(time.time()) - agentcore.ROTATE_AFTER_S - 1)},
-    )
-
     # Given an aged interpreter session whose snapshot fails (S3 unreachable, say)
+    session, first = aged_session(aws, api, mock_llm, fake)
+
     def unreachable(session_id: str) -> int:
         raise ConnectionError("S3 unreachable")
 
