@@ -800,16 +800,19 @@ def denial(service: str, op: str, policy: Policy, request: Request) -> Exception
     return ClientError(response, op)
 
 
+def _caller(context: dict[str, Any] | None) -> tuple[str, Any]:
+    """The call's region, and the calling function's policy there (None outside a function, or unknown)."""
+    region = (context or {}).get("client_region") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    function = function_identity.current()
+    return region, None if function is None else policy_for(function, region)
+
+
 def check(model: Any, params: dict[str, Any], context: dict[str, Any] | None = None, **_: Any) -> None:
     """botocore ``before-parameter-build``: refuse the call when the calling function may not make it."""
-    function = function_identity.current()
-    if function is None:
-        return
     service = model.service_model.service_name
     if service not in SERVICE_PREFIX:
         return
-    region = (context or {}).get("client_region") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-    policy = policy_for(function, region)
+    region, policy = _caller(context)
     if policy is None:
         return
     for request in requests_for(service, model.name, params, region):
@@ -819,11 +822,7 @@ def check(model: Any, params: dict[str, Any], context: dict[str, Any] | None = N
 
 def check_url(model: Any, params: dict[str, Any], context: dict[str, Any] | None = None, **_: Any) -> None:
     """botocore ``before-call`` of the API Gateway management API: its resource is in the request's URL."""
-    function = function_identity.current()
-    if function is None:
-        return
-    region = (context or {}).get("client_region") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-    policy = policy_for(function, region)
+    region, policy = _caller(context)
     if policy is None:
         return
     request = connection_request(model.name, params.get("url", ""), region)
@@ -885,11 +884,7 @@ def check_model_call(
     model: Any, params: dict[str, Any], context: dict[str, Any] | None = None, **_: Any
 ) -> None:
     """botocore ``before-call`` of ``bedrock-runtime``: the calling function must be granted the model."""
-    function = function_identity.current()
-    if function is None:
-        return
-    region = (context or {}).get("client_region") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-    policy = policy_for(function, region)
+    region, policy = _caller(context)
     if policy is None:
         return
     request = model_request(model.name, params.get("url", ""), region, policy)
