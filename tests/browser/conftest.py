@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
+from tests.e2e.conftest import LOOPBACK
 from tests.oidc_issuer import AUDIENCE, TestIssuer
 
 if TYPE_CHECKING:
@@ -156,11 +157,11 @@ class Stack:
     def mock(self, model: str, responses: list[dict[str, Any]]) -> None:
         """Script the stack's built-in mock model (``/_mock``) for requests naming ``model``."""
         body = {"key": model, "responses": responses}
-        httpx.post(f"{self.direct}/_mock/mock/configure", json=body, timeout=5).raise_for_status()
+        LOOPBACK.post(f"{self.direct}/_mock/mock/configure", json=body, timeout=5).raise_for_status()
 
     def release_gate(self) -> None:
         with contextlib.suppress(httpx.HTTPError):
-            httpx.post(f"{self.direct}/_mock/gate/release", timeout=5)
+            LOOPBACK.post(f"{self.direct}/_mock/gate/release", timeout=5)
 
     def agent(self, name: str, model: str, **extra: Any) -> str:
         """Register an agent answered by the built-in mock model under ``model``; returns its id."""
@@ -222,7 +223,7 @@ def _wait_ready(proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
         if proc.poll() is not None:
             raise RuntimeError(f"skyloop dev exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
         with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200 and "serving" in log.read_text():
+            if LOOPBACK.get(f"{url}/health", timeout=1).status_code == 200 and "serving" in log.read_text():
                 return
         time.sleep(0.1)
     raise RuntimeError(f"skyloop dev not ready after {STARTUP_TIMEOUT_S}s:\n{log.read_text()[-3000:]}")

@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 
 ORIGIN = "omnigent://internal"
 STARTUP_TIMEOUT_S = 60.0
+# The helpers' one-off calls share one client: ``httpx.get()`` builds a client, and with it an SSL context
+# that loads the CA bundle (~20 ms of CPU), on every call; polled ten times a second while a stack started,
+# that took a fifth of a core from the stack it waited for. No keep-alive: the stacks restart on their ports.
+LOOPBACK = httpx.Client(limits=httpx.Limits(max_keepalive_connections=0))
 
 
 def _free_port() -> int:
@@ -61,7 +65,7 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], log_path: Path, path: s
         if proc.poll() is not None:
             raise RuntimeError(f"process exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
         try:
-            if httpx.get(url + path, timeout=1).status_code == 200:
+            if LOOPBACK.get(url + path, timeout=1).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
@@ -105,11 +109,11 @@ def live_server(live_server_process: tuple[str, Path]) -> str:
 
 @pytest.fixture(scope="session")
 def live_runner_id(live_server: str) -> str:
-    runners = httpx.get(f"{live_server}/v1/runners", timeout=10).json()["data"]
+    runners = LOOPBACK.get(f"{live_server}/v1/runners", timeout=10).json()["data"]
     runner_id = runners[0]["runner_id"]
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
-        status = httpx.get(f"{live_server}/v1/runners/{runner_id}/status", timeout=10).json()
+        status = LOOPBACK.get(f"{live_server}/v1/runners/{runner_id}/status", timeout=10).json()
         if status.get("online") is True:
             return runner_id
         time.sleep(0.2)
@@ -144,17 +148,17 @@ def configure_mock_llm(
     body: dict[str, Any] = {"key": key, "responses": responses}
     if match is not None:
         body["match"] = match
-    httpx.post(f"{url}/mock/configure", json=body, timeout=5).raise_for_status()
+    LOOPBACK.post(f"{url}/mock/configure", json=body, timeout=5).raise_for_status()
 
 
 def reset_mock_llm(url: str | None) -> None:
     assert url, "reset_mock_llm needs the mock LLM's URL (the mock_llm_server_url fixture)"
-    httpx.post(f"{url}/mock/reset", timeout=5).raise_for_status()
+    LOOPBACK.post(f"{url}/mock/reset", timeout=5).raise_for_status()
 
 
 def get_mock_requests(url: str | None, *, key: str | None = None) -> list[dict[str, Any]]:
     assert url, "get_mock_requests needs the mock LLM's URL (the mock_llm_server_url fixture)"
-    r = httpx.get(f"{url}/mock/requests", params={"key": key} if key else None, timeout=5)
+    r = LOOPBACK.get(f"{url}/mock/requests", params={"key": key} if key else None, timeout=5)
     r.raise_for_status()
     return list(r.json()["requests"])
 
@@ -515,14 +519,14 @@ def wait_for_gate(url: str, timeout_s: float = 20.0) -> None:
     """Wait until a ``block: true`` entry holds a model request at the mock's gate."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if httpx.get(f"{url}/gate/pending", timeout=5).json()["pending"]:
+        if LOOPBACK.get(f"{url}/gate/pending", timeout=5).json()["pending"]:
             return
         time.sleep(0.05)
     raise AssertionError(f"no model request reached the mock's gate within {timeout_s}s")
 
 
 def release_gate(url: str) -> None:
-    resp = httpx.post(f"{url}/gate/release", timeout=5)
+    resp = LOOPBACK.post(f"{url}/gate/release", timeout=5)
     resp.raise_for_status()
     assert resp.json()["released"] is True, "no pending gate to release"
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.e2e.conftest import _free_port, _start, _stop, _wait_ready
+from tests.e2e.conftest import LOOPBACK, _free_port, _start, _stop, _wait_ready
 
 SESSION = "0123456789abcdef0123456789abcdef"
 
@@ -54,16 +54,16 @@ def test_routes_refuse_requests_without_a_valid_token(secured: tuple[str, str, s
             # Then it is 401 with the error body
             assert resp.status_code == 401, (method, path, headers)
             assert resp.json()["error"]["code"] == "unauthorized"
-        stream = httpx.get(f"{url}/v1/sessions/{SESSION}/stream", headers=headers)
+        stream = LOOPBACK.get(f"{url}/v1/sessions/{SESSION}/stream", headers=headers)
         assert stream.status_code == 401
         assert stream.json()["error"]["code"] == "unauthorized"
     # And /health stays open for load balancers and probes
-    assert httpx.get(f"{url}/health").status_code == 200
+    assert LOOPBACK.get(f"{url}/health").status_code == 200
     # And the right token is let through (the session does not exist: 404, not 401)
     auth = {"Authorization": f"Bearer {token}"}
-    assert httpx.get(f"{url}/v1/runners", headers=auth).status_code == 200
-    assert httpx.get(f"{url}/v1/sessions/{SESSION}", headers=auth).status_code == 404
-    assert httpx.get(f"{url}/v1/sessions/{SESSION}/stream", headers=auth).status_code == 404
+    assert LOOPBACK.get(f"{url}/v1/runners", headers=auth).status_code == 200
+    assert LOOPBACK.get(f"{url}/v1/sessions/{SESSION}", headers=auth).status_code == 404
+    assert LOOPBACK.get(f"{url}/v1/sessions/{SESSION}/stream", headers=auth).status_code == 404
 
 
 def test_token_cli_creates_and_revokes(secured: tuple[str, str, str]) -> None:
@@ -82,7 +82,7 @@ def test_token_cli_creates_and_revokes(secured: tuple[str, str, str]) -> None:
     token_id = re.search(r"token id (\w+)", out.stdout)
     assert token_id, out.stdout
     auth = {"Authorization": f"Bearer {token}"}
-    assert httpx.get(f"{url}/v1/runners", headers=auth).status_code == 200
+    assert LOOPBACK.get(f"{url}/v1/runners", headers=auth).status_code == 200
     listed = subprocess.run(
         [*cli, "list", *common], capture_output=True, text=True, env=env, check=True
     ).stdout
@@ -93,7 +93,7 @@ def test_token_cli_creates_and_revokes(secured: tuple[str, str, str]) -> None:
         [*cli, "revoke", token_id.group(1), *common], capture_output=True, text=True, env=env, check=True
     )
     # Then it no longer opens any route
-    assert httpx.get(f"{url}/v1/runners", headers=auth).status_code == 401
+    assert LOOPBACK.get(f"{url}/v1/runners", headers=auth).status_code == 401
     # And revoking it again is a clear error
     again = subprocess.run(
         [*cli, "revoke", token_id.group(1), *common], capture_output=True, text=True, env=env
@@ -108,7 +108,9 @@ def test_live_channel_takes_the_token_in_a_frame(secured: tuple[str, str, str]) 
 
     url, token, _ = secured
     headers = {"Authorization": f"Bearer {token}"}
-    session_id = httpx.get(f"{url}/v1/sessions", headers=headers, params={"limit": 1}).json()["data"][0]["id"]
+    session_id = LOOPBACK.get(f"{url}/v1/sessions", headers=headers, params={"limit": 1}).json()["data"][0][
+        "id"
+    ]
     with LiveSocket(url) as live:  # /v1/info is open: clients find the channel before signing in
         # Given no auth frame yet, a subscribe is refused and nothing follows
         assert live.subscribe(session_id, 0)["code"] == "unauthorized"

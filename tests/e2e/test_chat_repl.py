@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import configure_mock_llm, get_mock_requests, upload_agent
+from tests.e2e.conftest import LOOPBACK, configure_mock_llm, get_mock_requests, upload_agent
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -302,15 +302,15 @@ def test_ctrl_c_interrupts_a_blocked_turn_and_a_second_ctrl_c_quits(
         assert chat.wait() == 0
     finally:
         with contextlib.suppress(Exception):
-            httpx.post(f"{mock_llm_server_url}/gate/release", timeout=5)
+            LOOPBACK.post(f"{mock_llm_server_url}/gate/release", timeout=5)
 
 
 def wait_for_gate(mock_url: str, model: str, timeout_s: float = 20.0) -> None:
     """Until this test's model request waits at the gate (another test's gate may still be pending)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        mine = httpx.get(f"{mock_url}/mock/requests", params={"key": model}, timeout=5).json()["requests"]
-        if mine and httpx.get(f"{mock_url}/gate/pending", timeout=5).json()["pending"]:
+        mine = LOOPBACK.get(f"{mock_url}/mock/requests", params={"key": model}, timeout=5).json()["requests"]
+        if mine and LOOPBACK.get(f"{mock_url}/gate/pending", timeout=5).json()["pending"]:
             return
         time.sleep(0.05)
     raise AssertionError(f"no model request reached the mock's gate within {timeout_s}s")

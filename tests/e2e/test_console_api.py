@@ -15,6 +15,7 @@ import pytest
 
 from tests.e2e.conftest import (
     ECHO_TOOL,
+    LOOPBACK,
     StreamWatcher,
     configure_mock_llm,
     is_call_frame,
@@ -191,35 +192,35 @@ def test_me_info_and_tool_sets_on_the_open_stack(http_client: httpx.Client) -> N
 
 
 def test_the_console_is_served_at_the_root_beside_the_api(live_server: str) -> None:
-    index = httpx.get(f"{live_server}/")
+    index = LOOPBACK.get(f"{live_server}/")
     assert index.status_code == 200
     assert index.headers["content-type"].startswith("text/html")
     assert "script-src 'self'" in index.headers["content-security-policy"]
     assert index.headers["cache-control"] == "no-cache"
     asset = next(part.split('"')[0] for part in index.text.split('src="')[1:])
-    script = httpx.get(f"{live_server}{asset}")
+    script = LOOPBACK.get(f"{live_server}{asset}")
     assert script.status_code == 200
     assert "javascript" in script.headers["content-type"]
     assert "immutable" in script.headers["cache-control"]
     # client routes get the app; unknown files and the API's own paths keep their answers
-    assert httpx.get(f"{live_server}/sessions/abc").text == index.text
-    assert httpx.get(f"{live_server}/inbox").text == index.text
-    assert httpx.get(f"{live_server}/nope.js").status_code == 404
-    assert httpx.get(f"{live_server}/%2e%2e/%2e%2e/pyproject.toml").status_code == 404
-    missing = httpx.get(f"{live_server}/v1/nothing-here")
+    assert LOOPBACK.get(f"{live_server}/sessions/abc").text == index.text
+    assert LOOPBACK.get(f"{live_server}/inbox").text == index.text
+    assert LOOPBACK.get(f"{live_server}/nope.js").status_code == 404
+    assert LOOPBACK.get(f"{live_server}/%2e%2e/%2e%2e/pyproject.toml").status_code == 404
+    missing = LOOPBACK.get(f"{live_server}/v1/nothing-here")
     assert missing.status_code == 404
     assert missing.json() == {"error": {"code": "not_found", "message": "Not found"}}
     # every API prefix answers an unknown path in its own contract's error shape, never the app's page
-    api_404 = httpx.get(f"{live_server}/api/nothing-here")
+    api_404 = LOOPBACK.get(f"{live_server}/api/nothing-here")
     assert (api_404.status_code, api_404.json()["error"]["code"]) == (404, "not_found")
-    openai_404 = httpx.get(f"{live_server}/openai/v1/nothing-here")
+    openai_404 = LOOPBACK.get(f"{live_server}/openai/v1/nothing-here")
     assert (openai_404.status_code, openai_404.json()["error"]["type"]) == (404, "not_found_error")
-    claude_404 = httpx.get(f"{live_server}/anthropic/v1/nothing-here")
+    claude_404 = LOOPBACK.get(f"{live_server}/anthropic/v1/nothing-here")
     assert claude_404.status_code == 404
     assert claude_404.json()["type"] == "error"
     assert claude_404.json()["error"]["type"] == "not_found_error"
-    assert httpx.get(f"{live_server}/openapi.json").json()["openapi"].startswith("3.1")
-    assert httpx.get(f"{live_server}/health").json() == {"status": "ok"}
+    assert LOOPBACK.get(f"{live_server}/openapi.json").json()["openapi"].startswith("3.1")
+    assert LOOPBACK.get(f"{live_server}/health").json() == {"status": "ok"}
     assert httpx.head(f"{live_server}/").status_code == 200
 
 
@@ -228,12 +229,12 @@ def test_without_a_built_console_the_root_says_how_to_build_it(
 ) -> None:
     dev = skyloop_dev_factory({"SKYLOOP_CONSOLE_DIR": str(tmp_path / "absent")})
     url = dev.ready()
-    resp = httpx.get(f"{url}/")
+    resp = LOOPBACK.get(f"{url}/")
     assert resp.status_code == 503
     assert "make console" in resp.text
     assert "make console" in dev.log_path.read_text()  # the banner says it too
-    assert httpx.get(f"{url}/v1/sessions").status_code == 200
-    assert json.loads(httpx.get(f"{url}/v1/nope").text)["error"]["code"] == "not_found"
+    assert LOOPBACK.get(f"{url}/v1/sessions").status_code == 200
+    assert json.loads(LOOPBACK.get(f"{url}/v1/nope").text)["error"]["code"] == "not_found"
 
 
 def test_the_snapshot_says_when_older_items_exist(

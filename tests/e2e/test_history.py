@@ -10,6 +10,7 @@ import httpx
 
 from tests.e2e.conftest import (
     ECHO_TOOL,
+    LOOPBACK,
     StreamWatcher,
     get_mock_requests,
     get_session_snapshot,
@@ -353,7 +354,7 @@ def test_delete_stops_a_turn_waiting_on_the_model(
         while not get_mock_requests(mock_llm_server_url, key=model):
             assert time.monotonic() < deadline, "the model call never reached the mock"
             time.sleep(0.05)
-        assert httpx.get(f"{mock_llm_server_url}/gate/pending", timeout=5).json()["pending"] is True
+        assert LOOPBACK.get(f"{mock_llm_server_url}/gate/pending", timeout=5).json()["pending"] is True
         assert get_session_snapshot(http_client, session_id)["status"] == "running"
         mark = stream.count()
 
@@ -361,7 +362,7 @@ def test_delete_stops_a_turn_waiting_on_the_model(
         resp = http_client.delete(path)
         assert resp.status_code == 200, resp.text
         for _ in range(10):  # the oldest gate is released first: open them all, ours among them
-            if not httpx.post(f"{mock_llm_server_url}/gate/release", timeout=5).json()["released"]:
+            if not LOOPBACK.post(f"{mock_llm_server_url}/gate/release", timeout=5).json()["released"]:
                 break
 
         # Then the late answer is dropped: no further events, and the session stays gone

@@ -19,6 +19,7 @@ from websockets.sync.client import connect
 
 from skyloop.client import Client, LiveEventStream, SessionHeartbeat
 from tests.e2e.conftest import (
+    LOOPBACK,
     StreamWatcher,
     function_tool,
     is_call_frame,
@@ -50,7 +51,7 @@ class LiveSocket:
     """One raw WebSocket on the live channel, found through ``/v1/info`` as a client would."""
 
     def __init__(self, base_url: str) -> None:
-        info = httpx.get(f"{base_url}/v1/info", timeout=10).json()
+        info = LOOPBACK.get(f"{base_url}/v1/info", timeout=10).json()
         assert info["live"]["protocol"] == "skyloop.live.v1"
         self.url = info["live"]["url"]
         self.ws = connect(self.url, open_timeout=10, ping_interval=None).__enter__()
@@ -102,7 +103,7 @@ class LiveSocket:
 
 def _sse_replay(base_url: str, session_id: str) -> list[tuple[int, dict[str, Any]]]:
     """Every stored event of the session as the SSE stream replays it (``Last-Event-ID: 0``)."""
-    snapshot = httpx.get(f"{base_url}/v1/sessions/{session_id}", timeout=10).json()
+    snapshot = LOOPBACK.get(f"{base_url}/v1/sessions/{session_id}", timeout=10).json()
     with StreamWatcher(base_url, session_id, params={"after": "0"}) as sse:
         if snapshot["last_event_id"]:
             sse.wait_for(lambda f: f.id == snapshot["last_event_id"], what="the end of the replay")

@@ -10,11 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import boto3
-import httpx
 import pytest
 
 from skyloop.store import keys
-from tests.e2e.conftest import DevProcess
+from tests.e2e.conftest import LOOPBACK, DevProcess
 
 TABLE = "skyloop-local"
 
@@ -55,8 +54,8 @@ def test_dynamodb_has_its_own_process_and_every_way_in_sees_one_table(stack: Dev
     # Given the default stack: DynamoDB runs in a child process of its own
     assert len(children_named(stack.proc.pid, "sl-dynamodb")) == 1
     # When a session is created through the API (a Lambda worker writes it)
-    agents = httpx.get(f"{stack.url}/v1/agents").json()["data"]
-    created = httpx.post(f"{stack.url}/v1/sessions", json={"agent_id": agents[0]["id"]})
+    agents = LOOPBACK.get(f"{stack.url}/v1/agents").json()["data"]
+    created = LOOPBACK.post(f"{stack.url}/v1/sessions", json={"agent_id": agents[0]["id"]})
     assert created.status_code == 201, created.text
     session_id = created.json()["id"]
     # Then moto's server port (another process's boto3 client) reads the same table
@@ -79,7 +78,8 @@ def test_dynamodb_has_its_own_process_and_every_way_in_sees_one_table(stack: Dev
         ExpressionAttributeValues={":t": {"S": "written through the moto port"}},
     )
     assert (
-        httpx.get(f"{stack.url}/v1/sessions/{session_id}").json()["title"] == "written through the moto port"
+        LOOPBACK.get(f"{stack.url}/v1/sessions/{session_id}").json()["title"]
+        == "written through the moto port"
     )
 
 
@@ -105,10 +105,10 @@ def test_inline_mode_keeps_dynamodb_in_the_stack_process(
     handle.ready()
     # Then there is no DynamoDB process, and the API still reads and writes the table
     assert children_named(handle.proc.pid, "sl-dynamodb") == []
-    agents = httpx.get(f"{handle.url}/v1/agents").json()["data"]
-    created = httpx.post(f"{handle.url}/v1/sessions", json={"agent_id": agents[0]["id"]})
+    agents = LOOPBACK.get(f"{handle.url}/v1/agents").json()["data"]
+    created = LOOPBACK.post(f"{handle.url}/v1/sessions", json={"agent_id": agents[0]["id"]})
     assert created.status_code == 201, created.text
-    assert httpx.get(f"{handle.url}/v1/sessions/{created.json()['id']}").status_code == 200
+    assert LOOPBACK.get(f"{handle.url}/v1/sessions/{created.json()['id']}").status_code == 200
 
 
 def test_an_unknown_mode_is_refused_at_start(skyloop_dev_factory: Callable[..., DevProcess]) -> None:

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from skyloop.local import iam
+from tests.e2e.conftest import LOOPBACK
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -55,14 +56,14 @@ def session_id(planted_dev: DevProcess) -> str:
         "prompt": "p",
         "executor": {"harness": "scripted", "model": "scripted", "script": [{"text": "hi"}]},
     }
-    agent = httpx.post(f"{url}/v1/agents", json=spec, timeout=30)
+    agent = LOOPBACK.post(f"{url}/v1/agents", json=spec, timeout=30)
     assert agent.status_code == 201, agent.text
-    session = httpx.post(f"{url}/v1/sessions", json={"agent_id": agent.json()["id"]}, timeout=30).json()
+    session = LOOPBACK.post(f"{url}/v1/sessions", json={"agent_id": agent.json()["id"]}, timeout=30).json()
     message = {"type": "message", "data": {"role": "user", "content": [{"type": "input_text", "text": "go"}]}}
-    posted = httpx.post(f"{url}/v1/sessions/{session['id']}/events", json=message, timeout=30)
+    posted = LOOPBACK.post(f"{url}/v1/sessions/{session['id']}/events", json=message, timeout=30)
     assert posted.status_code < 300, posted.text
     deadline = time.monotonic() + 30
-    while httpx.get(f"{url}/v1/sessions/{session['id']}", timeout=30).json()["status"] != "idle":
+    while LOOPBACK.get(f"{url}/v1/sessions/{session['id']}", timeout=30).json()["status"] != "idle":
         assert time.monotonic() < deadline, "the turn did not end"
         time.sleep(0.1)
     return str(session["id"])
@@ -76,7 +77,7 @@ def test_a_write_the_api_role_lacks_is_refused_in_its_environment(
     refused = httpx.delete(f"{url}/v1/sessions/{session_id}", timeout=30)
     assert refused.status_code == 500, refused.text
     assert refused.json()["error"]["code"] == "internal_error"
-    assert httpx.get(f"{url}/v1/sessions/{session_id}", timeout=30).status_code == 200
+    assert LOOPBACK.get(f"{url}/v1/sessions/{session_id}", timeout=30).status_code == 200
     # and what refused it is AWS's AccessDenied for the API function's role, logged by its environment
     log = planted_dev.log_path.read_text()
     assert "skyloop-api is not authorized to perform: dynamodb:DeleteItem" in log

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from skyloop.local.dev import OFFLINE_MODEL
-from tests.e2e.conftest import _free_port, _start, _stop, _wait_ready
+from tests.e2e.conftest import LOOPBACK, _free_port, _start, _stop, _wait_ready
 from tests.e2e.sse import run_turn
 from tests.oidc_issuer import AUDIENCE, TestIssuer
 
@@ -554,10 +554,10 @@ def test_a_jwt_from_the_issuer_signs_in_end_to_end(tenants: Tenants) -> None:
     with tenants.client("bob") as bob:
         assert bob.get(f"/v1/sessions/{sid}").status_code == 404
     bob_jwt = {"Authorization": f"Bearer {tenants.issuer.token('bob')}"}
-    assert httpx.get(f"{tenants.url}/v1/sessions/{sid}", headers=bob_jwt).status_code == 404
+    assert LOOPBACK.get(f"{tenants.url}/v1/sessions/{sid}", headers=bob_jwt).status_code == 404
     # And a JWT the issuer did not mean for us is a 401 on the API and on the stream
     wrong = {"Authorization": f"Bearer {tenants.issuer.token('alice', aud='elsewhere')}"}
     for path in (f"/v1/sessions/{sid}", f"/v1/sessions/{sid}/stream"):
-        resp = httpx.get(tenants.url + path, headers=wrong)
+        resp = LOOPBACK.get(tenants.url + path, headers=wrong)
         assert resp.status_code == 401, resp.text
         assert resp.json()["error"]["code"] == "unauthorized"

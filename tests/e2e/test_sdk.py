@@ -29,7 +29,7 @@ from skyloop.client import (
     ResponseCompleted,
     ToolCall,
 )
-from tests.e2e.conftest import configure_mock_llm
+from tests.e2e.conftest import LOOPBACK, configure_mock_llm
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -69,14 +69,14 @@ def scripted_agent(mock_url: str, responses: list[dict[str, Any]]) -> dict[str, 
 def wait_for_gate(mock_url: str, timeout_s: float = 20.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if httpx.get(f"{mock_url}/gate/pending", timeout=5).json()["pending"]:
+        if LOOPBACK.get(f"{mock_url}/gate/pending", timeout=5).json()["pending"]:
             return
         time.sleep(0.05)
     raise AssertionError(f"no model request reached the mock's gate within {timeout_s}s")
 
 
 def release_gate(mock_url: str) -> None:
-    assert httpx.post(f"{mock_url}/gate/release", timeout=5).json()["released"] is True
+    assert LOOPBACK.post(f"{mock_url}/gate/release", timeout=5).json()["released"] is True
 
 
 def raw_replay(base_url: str, session_id: str, through: int) -> list[tuple[int, str]]:

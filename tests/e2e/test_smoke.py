@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
-from tests.e2e.conftest import _free_port
+from tests.e2e.conftest import LOOPBACK, _free_port
 from tests.e2e.tampering_proxy import TamperingProxy
 
 if TYPE_CHECKING:
@@ -103,12 +103,12 @@ def webhook_gone(url: str, found: dict[str, tuple[str, str]], token: str | None 
     m = WEBHOOK_ID.search(found["cleanup"][1])
     assert m, found["cleanup"]
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx.get(f"{url}/v1/webhooks/{m.group(1)}", headers=headers, timeout=10).status_code == 404
+    return LOOPBACK.get(f"{url}/v1/webhooks/{m.group(1)}", headers=headers, timeout=10).status_code == 404
 
 
 def agent_exists(url: str, name: str, token: str | None = None) -> bool:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    resp = httpx.get(f"{url}/v1/agents", params={"name": name}, headers=headers, timeout=10)
+    resp = LOOPBACK.get(f"{url}/v1/agents", params={"name": name}, headers=headers, timeout=10)
     resp.raise_for_status()
     return bool(resp.json()["data"])
 
@@ -186,7 +186,7 @@ def test_keep_leaves_the_agent_and_sessions(live_server: str) -> None:
     name = agent_name(found)
     assert found["cleanup"][1].startswith(f"kept (--keep): agent {name}, sessions ")
     assert agent_exists(live_server, name)
-    agent_id = httpx.get(f"{live_server}/v1/agents", params={"name": name}).json()["data"][0]["id"]
+    agent_id = LOOPBACK.get(f"{live_server}/v1/agents", params={"name": name}).json()["data"][0]["id"]
     httpx.delete(f"{live_server}/v1/agents/{agent_id}", params={"force": "true"}).raise_for_status()
 
 
