@@ -1,9 +1,10 @@
-"""Whole turns through the built artifacts, each step a cold start of its own.
+"""Whole turns through the built artifacts, each function cold-started once and then warm, as Lambda runs it.
 
 Every Lambda invocation here is what Lambda would run: the function's asset from
 synth and the dependencies layer built from the lock (``test_artifacts.py``'s
 ``host_build``), imported by an isolated CPython 3.12 (``-I -S -B``) with the
-function's environment from the template, in a fresh process per invocation.
+function's environment from the template, in an execution environment of its own
+(:class:`Environments`: the first invocation starts it, the next ones reuse it).
 AWS is a moto server started by the test (DynamoDB, S3, Secrets Manager, Step
 Functions), reached through ``AWS_ENDPOINT_URL``; the model is the scripted mock
 LLM over HTTP.
@@ -37,7 +38,9 @@ unreachable, the only variables a test changes).
 from __future__ import annotations
 
 import json
+import os
 import re
+import select
 import socket
 import subprocess
 import threading
@@ -45,7 +48,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import pytest
 
@@ -75,12 +78,14 @@ TOOL = {
     },
 }
 
-# Run by the target interpreter: Lambda's sys.path, the handler from the task root, one invocation.
-# An unhandled error is reported as Lambda's Python runtime reports it (errorMessage, errorType,
-# requestId, stackTrace). The report goes to a file: Powertools writes its log lines to stdout.
+# Run by the target interpreter: Lambda's sys.path, the handler from the task root, then one invocation per
+# line on stdin (``{"event": ..., "report": path}``), each acknowledged by a line on the fd named in argv. An
+# unhandled error is reported as Lambda's Python runtime reports it (errorMessage, errorType, requestId,
+# stackTrace). The report goes to a file: Powertools writes its log lines to stdout.
 INVOKE = """
 import importlib.util, json, os, sys, time, traceback, uuid
-task, handler, result_path, *path = sys.argv[1:]
+task, handler, acks, *path = sys.argv[1:]
+acks = os.fdopen(int(acks), "w")
 sys.path[:0] = [task, *path]
 module_name, attr = handler.rsplit(".", 1)
 spec = importlib.util.spec_from_file_location(module_name, f"{task}/{module_name}.py")
@@ -92,27 +97,122 @@ class Context:
     function_version = "$LATEST"
     invoked_function_arn = f"arn:aws:lambda:us-east-1:123456789012:function:{function_name}"
     memory_limit_in_mb = 256
-    aws_request_id = str(uuid.uuid4())
     log_group_name = f"/aws/lambda/{function_name}"
     log_stream_name = "artifact"
-    _deadline = time.time() + 120
+    def __init__(self):
+        self.aws_request_id = str(uuid.uuid4())
+        self._deadline = time.time() + 120
     def get_remaining_time_in_millis(self):
         return int((self._deadline - time.time()) * 1000)
 
-report = {"pid": os.getpid()}
-try:
-    report["result"] = getattr(module, attr)(json.load(sys.stdin), Context())
-except Exception as exc:
-    report["error"] = {
-        "errorMessage": str(exc),
-        "errorType": type(exc).__name__,
-        "requestId": Context.aws_request_id,
-        "stackTrace": traceback.format_list(traceback.extract_tb(exc.__traceback__)),
-    }
-report["skyloop"] = getattr(sys.modules.get("skyloop"), "__file__", None)
-with open(result_path, "w") as f:
-    json.dump(report, f)
+for line in sys.stdin:
+    request = json.loads(line)
+    context = Context()
+    report = {"pid": os.getpid()}
+    try:
+        report["result"] = getattr(module, attr)(request["event"], context)
+    except Exception as exc:
+        report["error"] = {
+            "errorMessage": str(exc),
+            "errorType": type(exc).__name__,
+            "requestId": context.aws_request_id,
+            "stackTrace": traceback.format_list(traceback.extract_tb(exc.__traceback__)),
+        }
+    report["skyloop"] = getattr(sys.modules.get("skyloop"), "__file__", None)
+    with open(request["report"], "w") as f:
+        json.dump(report, f)
+    acks.write("done\\n")
+    acks.flush()
 """
+
+
+@dataclass
+class _Environment:
+    proc: subprocess.Popen[bytes]
+    acks: IO[str]
+    log: Path
+
+
+class Environments:
+    """Execution environments as Lambda keeps them: a function's first invocation (in one configuration) is a
+    cold start, a fresh isolated interpreter (``-I -S -B``); the next ones reuse it warm while it is idle, as
+    Lambda reuses an environment, so what a module keeps between invocations is exercised too. Busy
+    environments are not shared: a concurrent invocation starts another.
+    """
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self._lock = threading.Lock()
+        self._idle: dict[tuple[Any, ...], list[_Environment]] = {}
+        self._all: list[_Environment] = []
+
+    def run(
+        self,
+        python: Path,
+        task: Path,
+        handler: str,
+        path: list[str],
+        event: Any,
+        env: dict[str, str],
+        report_path: Path,
+        timeout_s: float,
+    ) -> dict[str, Any]:
+        """One invocation: the INVOKE report (result or error, pid)."""
+        key = (str(python), str(task), handler, tuple(path), tuple(sorted(env.items())))
+        with self._lock:
+            idle = self._idle.setdefault(key, [])
+            environment = idle.pop() if idle else None
+        if environment is None:
+            environment = self._start(python, task, handler, path, env)
+        assert environment.proc.stdin is not None
+        environment.proc.stdin.write(
+            json.dumps({"event": event, "report": str(report_path)}).encode() + b"\n"
+        )
+        environment.proc.stdin.flush()
+        ready, _, _ = select.select([environment.acks], [], [], timeout_s)
+        if not ready:
+            environment.proc.kill()
+            raise subprocess.TimeoutExpired([str(python), handler], timeout_s)
+        if not environment.acks.readline():  # the interpreter ended before it answered
+            environment.proc.wait(timeout=10)
+            log = environment.log.read_text(errors="replace")
+            raise AssertionError(f"{task.name} crashed ({environment.proc.returncode}):\n{log[-6000:]}")
+        with self._lock:
+            self._idle[key].append(environment)
+        report: dict[str, Any] = json.loads(report_path.read_text())
+        return report
+
+    def _start(
+        self, python: Path, task: Path, handler: str, path: list[str], env: dict[str, str]
+    ) -> _Environment:
+        read_end, write_end = os.pipe()
+        log = self.tmp / f"environment-{len(self._all):02d}-{task.name}.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [str(python), "-I", "-S", "-B", "-c", INVOKE, str(task), handler, str(write_end), *path],
+                stdin=subprocess.PIPE,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=task,
+                pass_fds=(write_end,),
+            )
+        os.close(write_end)
+        environment = _Environment(proc, os.fdopen(read_end), log)
+        with self._lock:
+            self._all.append(environment)
+        return environment
+
+    def close(self) -> None:
+        for environment in self._all:
+            if environment.proc.stdin is not None:
+                environment.proc.stdin.close()  # its loop ends
+            try:
+                environment.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                environment.proc.kill()
+                environment.proc.wait()
+            environment.acks.close()
 
 
 # ------------------------------------------------------------------------- task tokens
@@ -249,32 +349,6 @@ class Invocation:
     seconds: float
 
 
-def _lambda_run(
-    python: Path,
-    task: Path,
-    handler: str,
-    path: list[str],
-    event: Any,
-    env: dict[str, str],
-    result_path: Path,
-    timeout_s: float,
-) -> dict[str, Any]:
-    """One invocation in a fresh isolated interpreter: the INVOKE report (result or error, pid)."""
-    proc = subprocess.run(
-        [str(python), "-I", "-S", "-B", "-c", INVOKE, str(task), handler, str(result_path), *path],
-        input=json.dumps(event),
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        env=env,
-        cwd=task,
-        check=False,
-    )
-    assert proc.returncode == 0, f"{task.name} crashed:\n{proc.stderr[-4000:]}\n{proc.stdout[-2000:]}"
-    report: dict[str, Any] = json.loads(result_path.read_text())
-    return report
-
-
 @dataclass
 class Artifacts:
     """Invokes a manifest function as Lambda would: its asset, the layer, a fresh isolated 3.12."""
@@ -285,6 +359,7 @@ class Artifacts:
     runtime: Path
     services: Services
     tmp: Path
+    environments: Environments
     log: list[Invocation] = field(default_factory=list)
 
     def environment(self, name: str) -> dict[str, str]:
@@ -294,7 +369,7 @@ class Artifacts:
             "SKYLOOP_TABLE_NAME": self.services.table,
             "SKYLOOP_BLOB_BUCKET": self.services.bucket,
             "SKYLOOP_STATE_MACHINE_ARN": self.services.machine_arn,
-            # no warm-ups here: every invocation is a cold start of its own anyway (tests/integration
+            # no warm-ups here: nothing pings these environments between invocations (tests/integration
             # test_prewarm sends them through Lambda)
             "SKYLOOP_PREWARM": "",
             # the live channel's stage (this turn watches over SSE; nothing posts to it)
@@ -343,7 +418,7 @@ class Artifacts:
         code = self.asset(name)
         layers = [f"{self.layer}/python/lib/python3.12/site-packages", f"{self.layer}/python"]
         started = time.perf_counter()
-        report = _lambda_run(
+        report = self.environments.run(
             self.python,
             code,
             spec.handler,
@@ -439,28 +514,31 @@ class LambdaTools:
     From the template: every function with inline code that the state machine's role may invoke
     (the smoke echo), named as CloudFormation names it. Its code is the template's ``ZipFile``, what
     Lambda deploys and runs (``infra/constructs/smoke_tool.py`` inlines ``skyloop/tools/smoke_echo.py``
-    there), rather than the source file: a change to the inlining shows here. Each invocation is a
-    fresh isolated CPython 3.12 on Lambda's sys.path for a function without layers (the task root,
-    then the runtime's own packages), with Lambda's variables only: no credentials, no endpoint.
+    there), rather than the source file: a change to the inlining shows here. Each runs in an isolated
+    CPython 3.12 (:class:`Environments`) on Lambda's sys.path for a function without layers (the task
+    root, then the runtime's own packages), with Lambda's variables only: no credentials, no endpoint.
     """
 
     python: Path
     runtime: Path
     tmp: Path
+    environments: Environments
     # by name and by ARN, as Lambda finds them
     functions: dict[str, ToolFunction] = field(default_factory=dict)
     of_stack: dict[str, ToolFunction] = field(default_factory=dict)  # the template's, by logical id
     log: list[tuple[str, Any, dict[str, Any]]] = field(default_factory=list)  # (function, payload, report)
 
     @classmethod
-    def from_template(cls, template: dict[str, Any], python: Path, runtime: Path, tmp: Path) -> LambdaTools:
+    def from_template(
+        cls, template: dict[str, Any], python: Path, runtime: Path, tmp: Path, environments: Environments
+    ) -> LambdaTools:
         _, machine = one(template, "AWS::StepFunctions::StateMachine")
         role_id = machine["Properties"]["RoleArn"]["Fn::GetAtt"][0]
         granted = set()
         for statement in statements_with(role_statements(template, role_id), "lambda:InvokeFunction"):
             targets = as_list(statement["Resource"])
             granted |= {t["Fn::GetAtt"][0] for t in targets if isinstance(t, dict) and "Fn::GetAtt" in t}
-        tools = cls(python, runtime, tmp)
+        tools = cls(python, runtime, tmp, environments)
         for logical_id, resource in resources(template, "AWS::Lambda::Function").items():
             props = resource["Properties"]
             if logical_id in granted and "ZipFile" in props["Code"]:
@@ -513,7 +591,7 @@ class LambdaTools:
         }
         limit = min(fn.timeout_s, timeout_s)
         try:
-            report = _lambda_run(
+            report = self.environments.run(
                 self.python,
                 task,
                 fn.handler,
@@ -851,11 +929,14 @@ def artifacts(
     host_build: tuple[Path, Path],
     services: Services,
     tmp_path_factory: pytest.TempPathFactory,
-) -> Artifacts:
+) -> Iterator[Artifacts]:
     layer, runtime = host_build
-    return Artifacts(
-        synth, target_python.path, layer, runtime, services, tmp_path_factory.mktemp("invocations")
-    )
+    tmp = tmp_path_factory.mktemp("invocations")
+    environments = Environments(tmp)
+    try:
+        yield Artifacts(synth, target_python.path, layer, runtime, services, tmp, environments)
+    finally:
+        environments.close()
 
 
 @pytest.fixture(scope="module")
@@ -864,10 +945,13 @@ def tools(
     target_python: TargetPython,
     host_build: tuple[Path, Path],
     tmp_path_factory: pytest.TempPathFactory,
-) -> LambdaTools:
-    return LambdaTools.from_template(
-        synth.template, target_python.path, host_build[1], tmp_path_factory.mktemp("tools")
-    )
+) -> Iterator[LambdaTools]:
+    tmp = tmp_path_factory.mktemp("tools")
+    environments = Environments(tmp)
+    try:
+        yield LambdaTools.from_template(synth.template, target_python.path, host_build[1], tmp, environments)
+    finally:
+        environments.close()
 
 
 def _store(services: Services) -> Any:
@@ -997,8 +1081,8 @@ def test_a_client_tool_turn_runs_through_the_built_handlers(
     assert [(c["name"], c["call_id"], json.loads(c["arguments"])) for c in calls] == [
         ("read_file", "call_read", {"path": "a.txt"})
     ]
-    # And the walk went model -> park -> model (which ended the turn), each invocation a cold start
-    # of the one turn function
+    # And the walk went model -> park -> model (which ended the turn), each invocation one of the turn
+    # function
     steps = [i.function for i in artifacts.log[mark:] if i.function != "api"]
     assert steps == ["turn", "turn", "turn"], steps
     tasks = [s for s in driver.visited if s in {"CallModel", "AwaitClient", "FinishTurn", "FailTurn"}]
@@ -1165,7 +1249,7 @@ def test_a_server_tool_turn_runs_its_map_states_through_the_built_run_tool(
         (fn, {"name": calls[c][0], "arguments": calls[c][1], "session_id": session_id, "call_id": c})
         for fn, c in ((smoke.arn, "c_echo"), (lookup.arn, "c_lookup"), (smoke.arn, "c_yes"))
     ]
-    # And every run_tool step was a cold start of run_tool's own artifact, one process each
+    # And every run_tool step ran run_tool's own artifact
     runs = [i for i in artifacts.log[mark:] if i.function == "run_tool"]
     assert [(i.event["action"], i.event["call_id"]) for i in runs] == [
         *(("prepare", "c_echo"), ("record", "c_echo")),
@@ -1175,8 +1259,13 @@ def test_a_server_tool_turn_runs_its_map_states_through_the_built_run_tool(
     ]
     assert artifacts.asset("run_tool") != artifacts.asset("turn")
     assert all(i.package_file and i.package_file.startswith(str(artifacts.asset("run_tool"))) for i in runs)
-    pids = [i.pid for i in artifacts.log[mark:]]
-    assert len(set(pids)) == len(pids)
+    # in one environment of its own, started once and then reused warm (the steps run one at a time);
+    # no two functions shared an interpreter
+    pids: dict[str, set[int]] = {}
+    for invocation in artifacts.log[mark:]:
+        pids.setdefault(invocation.function, set()).add(invocation.pid)
+    assert len(pids["run_tool"]) == 1, pids
+    assert len(set().union(*pids.values())) == sum(map(len, pids.values())), pids
     assert runs[0].result == {
         "invoke": {"function": smoke.arn, "payload": invoked[0][1], "timeout_s": 60},
         "poll": None,
