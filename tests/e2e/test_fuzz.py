@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.core.control import SkipTest
+from schemathesis.transport.requests import ManagedCookiesSession
 
 from tests.e2e.conftest import upload_agent
 
@@ -113,9 +114,15 @@ def test_no_request_with_made_up_or_real_ids_gets_a_server_error(
     assert not errors, "\n".join(errors[:10])
 
 
+# One connection for every case (a session per case, as ``case.call`` makes by default, cost a new connection
+# and a read of the proxy and CA variables each time); its cookies are dropped between cases as by default.
+_SESSION = ManagedCookiesSession()
+_SESSION.trust_env = False
+
+
 def send(base_url: str, case: Any) -> Any:
     """The case sent by schemathesis's own transport (it serializes every media type the document names)."""
-    return case.call(base_url=base_url, timeout=30)
+    return case.call(base_url=base_url, session=_SESSION, timeout=30)
 
 
 CURSOR_CHARS = string.ascii_letters + string.digits + string.punctuation + " \t"
