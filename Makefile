@@ -65,7 +65,7 @@ COVERAGE := --cov=skyloop.turns --cov=skyloop.store --cov-report=term:skip-cover
 WORKERS ?= 3
 
 ## test: lint and types, then the whole suite (unit, integration on moto, e2e over real HTTP/SSE, infra) on
-## pytest-xdist workers: about 7 minutes on two cores (bench/README.md, "make test's wall time")
+## pytest-xdist workers: about 6.5 minutes on two cores (bench/README.md, "make test's wall time")
 test: lint typecheck $(NODE_TOOLS) console-check $(CONSOLE_DIST) chromium bubblewrap
 	$(PY) -m pytest -n $(WORKERS)
 
