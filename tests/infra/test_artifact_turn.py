@@ -37,6 +37,7 @@ unreachable, the only variables a test changes).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -165,10 +166,11 @@ class Environments:
         if environment is None:
             environment = self._start(python, task, handler, path, env)
         assert environment.proc.stdin is not None
-        environment.proc.stdin.write(
-            json.dumps({"event": event, "report": str(report_path)}).encode() + b"\n"
-        )
-        environment.proc.stdin.flush()
+        with contextlib.suppress(BrokenPipeError):  # it ended already: said below, with its log
+            environment.proc.stdin.write(
+                json.dumps({"event": event, "report": str(report_path)}).encode() + b"\n"
+            )
+            environment.proc.stdin.flush()
         ready, _, _ = select.select([environment.acks], [], [], timeout_s)
         if not ready:
             environment.proc.kill()
@@ -902,6 +904,51 @@ def test_the_driver_fails_on_what_it_does_not_implement(states: dict[str, Any], 
     driver.visited, driver.steps, driver.caught = [], [], []
     with pytest.raises(AssertionError, match=match):
         driver._run({"StartAt": next(iter(states)), "States": states}, {"a": 1})
+
+
+def test_environments_are_reused_warm_per_configuration_and_report_a_crash_or_a_timeout(
+    target_python: TargetPython, tmp_path: Path
+) -> None:
+    """The harness itself: what its turns rely on when they assert on cold and warm starts."""
+    task = tmp_path / "task"
+    task.mkdir()
+    (task / "index.py").write_text(
+        "import os, sys, time\n"
+        "calls = []\n"
+        "def handler(event, context):\n"
+        "    calls.append(event)\n"
+        "    if event == 'crash':\n"
+        "        print('dying', file=sys.stderr)\n"
+        "        os._exit(3)\n"
+        "    if event == 'hang':\n"
+        "        time.sleep(30)\n"
+        "    return {'calls': len(calls), 'pid': os.getpid(), 'id': context.aws_request_id}\n"
+    )
+    environments = Environments(tmp_path)
+    env = {"PATH": "/usr/bin:/bin", "AWS_LAMBDA_FUNCTION_NAME": "harness"}
+
+    def invoke(event: Any, variables: dict[str, str] = env, timeout_s: float = 60) -> dict[str, Any]:
+        report = tmp_path / f"{uuid.uuid4().hex}.json"
+        return environments.run(
+            target_python.path, task, "index.handler", [], event, variables, report, timeout_s
+        )
+
+    try:
+        first, second = invoke("a")["result"], invoke("b")["result"]
+        assert (first["calls"], second["calls"]) == (1, 2)  # warm: the module's state carried over
+        assert first["pid"] == second["pid"]
+        assert first["id"] != second["id"]
+        other = invoke("c", {**env, "SOMETHING": "else"})["result"]
+        assert (other["calls"], other["pid"] != first["pid"]) == (1, True)  # another configuration: cold
+        with pytest.raises(AssertionError, match=r"crashed \(3\):\ndying"):
+            invoke("crash")
+        assert invoke("d")["result"]["calls"] == 1  # the crashed environment is not reused
+        with pytest.raises(subprocess.TimeoutExpired):
+            invoke("hang", timeout_s=1)
+        assert invoke("e")["result"]["calls"] == 1
+    finally:
+        environments.close()
+    assert all(e.proc.returncode is not None for e in environments._all)
 
 
 def test_the_driver_catches_and_retries_as_step_functions_matches_errors() -> None:
