@@ -3,7 +3,7 @@
 // replaced per change (so unchanged rows keep their identity), and `version` tells the view to
 // re-render.
 
-import type { Item, StreamEvent, ToolDetails, Usage, WaitingCall } from "./types";
+import type { EnvironmentState, Item, StreamEvent, ToolDetails, Usage, WaitingCall } from "./types";
 
 export type { ToolDetails } from "./types";
 
@@ -87,6 +87,8 @@ export class Timeline {
   entries: Entry[] = [];
   version = 0;
   status: string = "idle";
+  /** The hosted workspace's last lifecycle event seen on the stream (null: none yet). */
+  environment: EnvironmentState | null = null;
   private readonly index = new Map<string, number>();
 
   get(key: string): Entry | undefined {
@@ -256,6 +258,16 @@ export class Timeline {
         this.status = str(data.status) || this.status;
         this.version += 1;
         return;
+      case "session.environment": {
+        const error = obj(data.error);
+        this.environment = {
+          status: str(data.status),
+          restored: data.restored === true,
+          error: str(error.message) || str(error.code) || null,
+        };
+        this.version += 1;
+        return;
+      }
       case "session.input.consumed": {
         const consumed = obj(data.data);
         const inner = obj(consumed.data);

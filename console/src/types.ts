@@ -32,6 +32,16 @@ export interface Usage {
   total_tokens: number;
 }
 
+/** The hosted workspace's lifecycle as `session.environment` events tell it (docs/environments.md). */
+export interface EnvironmentState {
+  /** pending, ready, failed or suspended (a later server may add others: shown as they are). */
+  status: string;
+  /** A workspace brought back from its snapshot (cloud) rather than made. */
+  restored: boolean;
+  /** Why the setup failed (`failed` only). */
+  error: string | null;
+}
+
 export interface WaitingCall {
   call_id: string;
   name: string;

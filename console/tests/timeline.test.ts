@@ -69,6 +69,21 @@ describe("snapshot items", () => {
 });
 
 describe("hosted calls", () => {
+  it("keeps the workspace's last lifecycle event: pending, ready, a failure's reason, a restore", () => {
+    const t = new Timeline();
+    expect(t.environment).toBeNull();
+    const before = t.version;
+    t.apply(ev("session.environment", { status: "pending", response_id: "r1", restored: false, error: null }));
+    expect(t.environment).toEqual({ status: "pending", restored: false, error: null });
+    expect(t.version).toBeGreaterThan(before);
+    t.apply(ev("session.environment", { status: "failed", response_id: "r1", restored: false, error: { code: "environment_setup_failed", message: "the environment's setup command `make deps` exited 2" } }));
+    expect(t.environment).toEqual({ status: "failed", restored: false, error: "the environment's setup command `make deps` exited 2" });
+    t.apply(ev("session.environment", { status: "suspended", response_id: null }));
+    t.apply(ev("session.environment", { status: "ready", response_id: "r2", restored: true }));
+    expect(t.environment).toEqual({ status: "ready", restored: true, error: null });
+    expect(t.entries).toEqual([]); // the conversation itself is unchanged
+  });
+
   const tool = (t: Timeline, id: string): EntryOf<"tool"> => {
     const entry = t.get(`call-${id}`);
     if (entry?.kind !== "tool") throw new Error(`no tool entry for ${id}`);

@@ -56,6 +56,8 @@ def test_workbench_session_shows_its_workspace_and_a_commands_live_output(page: 
     answers = page.locator("[data-kind=assistant]")
     answers.filter(has_text="Write ran in the session's sandboxed workspace").wait_for()
     page.locator("[data-kind=usage]").first.wait_for()  # the turn has ended
+    # the first hosted call made the workspace: its lifecycle (session.environment) reached the panel
+    workspace.get_by_test_id("environment-status").filter(has_text="Workspace ready.").wait_for()
     write = page.locator("[data-kind=tool]").filter(has_text="Write")
     assert write.get_attribute("data-runs-on") == "server"
     assert write.get_by_test_id("tool-details").inner_text() == "/workspace/notes.txt"

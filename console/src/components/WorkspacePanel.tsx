@@ -1,7 +1,7 @@
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { api, query, request } from "../api";
 import { errorText } from "../format";
-import type { WorkspaceEntry, WorkspaceListing } from "../types";
+import type { EnvironmentState, WorkspaceEntry, WorkspaceListing } from "../types";
 import { formatBytes, relativePath, textOf, type WorkspaceNode, workspaceTree } from "../workspace";
 
 /** Files larger than this are offered for download only, never read into the page. */
@@ -55,12 +55,47 @@ function Node(props: {
   );
 }
 
+/** What the workspace's last lifecycle event (`session.environment`) means for the person watching. */
+function EnvironmentLine(props: { state: EnvironmentState }) {
+  const { status, restored, error } = props.state;
+  if (status === "failed") {
+    return (
+      <p role="alert" data-testid="environment-status">
+        The workspace's setup failed{error ? `: ${error}` : ""}. The next hosted call tries it again.
+      </p>
+    );
+  }
+  const text =
+    status === "pending"
+      ? restored
+        ? "Restoring the workspace…"
+        : "Setting up the workspace…"
+      : status === "ready"
+        ? restored
+          ? "Workspace restored."
+          : "Workspace ready."
+        : status === "suspended"
+          ? "Suspended while idle: the next hosted call restores it."
+          : `Workspace ${status}.`;
+  return (
+    <p class="hint" role="status" data-testid="environment-status">
+      {text}
+    </p>
+  );
+}
+
 /**
  * The session's hosted workspace (/workspace): a tree of its files with their sizes, each viewable
  * inline (text) and downloadable. Shown for an agent with hosted tools (`hosted`, null while the
- * agent is not known), or once the listing has anything; `refresh` changes when a turn ends.
+ * agent is not known), or once the listing has anything or the stream told of it; `refresh` changes when a
+ * turn ends or the workspace's lifecycle moves; `environment` is that lifecycle's last event.
  */
-export function WorkspacePanel(props: { sessionId: string; hosted: boolean | null; refresh: number }) {
+export function WorkspacePanel(props: {
+  sessionId: string;
+  hosted: boolean | null;
+  refresh: number;
+  environment: EnvironmentState | null;
+}) {
   const [entries, setEntries] = useState<WorkspaceEntry[] | null>(null);
   const [root, setRoot] = useState("/workspace");
   const [totalBytes, setTotalBytes] = useState(0);
@@ -145,7 +180,7 @@ export function WorkspacePanel(props: { sessionId: string; hosted: boolean | nul
 
   const hosted = props.hosted;
   if (entries === null || hosted === null) return null; // not known yet
-  if (!hosted && !shown && entries.length === 0) return null; // this session has no workspace
+  if (!hosted && !shown && entries.length === 0 && !props.environment) return null; // this session has no workspace
   const tree = workspaceTree(entries, root);
   const files = entries.filter((e) => e.type !== "directory").length;
   const viewedName = viewed ? relativePath(viewed.path, root) : "";
@@ -164,6 +199,7 @@ export function WorkspacePanel(props: { sessionId: string; hosted: boolean | nul
           Refresh
         </button>
       </div>
+      {props.environment && <EnvironmentLine state={props.environment} />}
       {error && <p role="alert">{error}</p>}
       {entries.length === 0 ? (
         <p class="hint">{hosted ? "The workspace is empty." : "No hosted workspace."}</p>

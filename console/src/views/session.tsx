@@ -365,7 +365,8 @@ export function SessionView(props: { id: string }) {
   const [toolSets, setToolSets] = useState<ToolSet[]>([]);
   const [toolSet, setToolSet] = useState(sessionStorage.getItem(TOOL_SET_KEY) ?? "coding");
   const [older, setOlder] = useState<{ cursor: string | null; loading: boolean }>({ cursor: null, loading: false });
-  const [turnsEnded, setTurnsEnded] = useState(0); // the workspace panel lists its files again when a turn ends
+  // the workspace panel lists its files again when a turn ends or the workspace's lifecycle moves
+  const [turnsEnded, setTurnsEnded] = useState(0);
   const [agent, setAgent] = useState<SessionAgent | null>(null);
   const frame = useRef(0);
   // stored events applied, and the cursor they started after: each id once, none missing
@@ -405,7 +406,12 @@ export function SessionView(props: { id: string }) {
             if (event.id !== null) delivered.current = { ...delivered.current, count: delivered.current.count + 1, last: event.id };
             timeline.apply(event);
             if (event.type === "response.completed" || event.type === "response.failed") refreshUsage();
-            if (event.type === "response.completed" || event.type === "response.failed" || event.type === "response.cancelled")
+            if (
+              event.type === "response.completed" ||
+              event.type === "response.failed" ||
+              event.type === "response.cancelled" ||
+              event.type === "session.environment"
+            )
               setTurnsEnded((n) => n + 1);
             if (event.type === "session.status" || event.type.startsWith("response.elicitation")) refreshInbox();
             render();
@@ -632,7 +638,12 @@ export function SessionView(props: { id: string }) {
       <aside class="session-side" aria-label="Session details">
         <Waiting sessionId={props.id} tools={timeline.waiting()} canWrite={me.can_write} onError={setError} />
         <UsagePanel report={usage} />
-        <WorkspacePanel sessionId={props.id} hosted={agent && hasHostedTools(agent)} refresh={turnsEnded} />
+        <WorkspacePanel
+          sessionId={props.id}
+          hosted={agent && hasHostedTools(agent)}
+          refresh={turnsEnded}
+          environment={timeline.environment}
+        />
         <Files sessionId={props.id} canWrite={me.can_write} />
         <section class="panel" aria-labelledby="details-h">
           <h2 id="details-h">Details</h2>
