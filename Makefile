@@ -10,7 +10,7 @@ PORT ?= 8080
 # install does; .gitignore and the Lambda assets (infra/assets.py) leave __pycache__ out.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: check coverage iam-policies bubblewrap constraints unasync run test before-tests node-tools console console-check chromium browser lint typecheck typecheck-skyloop typecheck-infra unit integration e2e infra format bench clean synth layer lock
+.PHONY: check coverage iam-policies bubblewrap constraints unasync run test before-tests test-caches node-tools console console-check chromium browser lint typecheck typecheck-skyloop typecheck-infra unit integration e2e infra format bench clean synth layer lock
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -74,7 +74,12 @@ test:
 # What the suite needs first, side by side (`make test` runs them on four jobs, each one's output together): on
 # a fresh clone the installs and the type checks (mypy over the CDK's types alone is a minute) took three
 # minutes one after another, two side by side.
-before-tests: lint typecheck $(NODE_TOOLS) console-check $(CONSOLE_DIST) chromium bubblewrap
+before-tests: lint typecheck $(NODE_TOOLS) console-check $(CONSOLE_DIST) chromium bubblewrap test-caches
+
+# The builds the suite would make on first use inside a worker (omnigent's venv, the layer for this machine),
+# and skyloop's bytecode: see the script.
+test-caches: $(VENV)/.dev-installed
+	$(PY) scripts/prepare_test_caches.py
 
 ## coverage: the unit and integration suites with line coverage of turns and store (the suites where they
 ## run in the test's own process; tracing costs them about half again, so make test does not)
