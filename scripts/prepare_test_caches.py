@@ -23,7 +23,7 @@ HOST_BUILD = PYTEST_CACHE / "d" / "skyloop-host-build"  # tests/infra/conftest.p
 
 def main() -> int:
     sys.path.insert(0, str(ROOT))
-    from tests.compat.omnigent_env import VenvError, ensure_venv
+    from tests.compat.omnigent_env import ensure_venv
 
     for folder in ("shared", "functions"):
         compileall.compile_dir(ROOT / folder, quiet=1, workers=0)
@@ -33,12 +33,18 @@ def main() -> int:
     build = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build)
     HOST_BUILD.mkdir(parents=True, exist_ok=True)
-    build.ensure_host_build(HOST_BUILD)
-    try:
-        ensure_venv(PYTEST_CACHE)
-    except VenvError as exc:  # the compat suite fails with the same message: say it once, here, too
-        print(f"prepare_test_caches: {exc}", file=sys.stderr)
-        return 1
+    steps = {
+        "the layer for this machine": lambda: build.ensure_host_build(HOST_BUILD),
+        "omnigent's venv": lambda: ensure_venv(PYTEST_CACHE),
+    }
+    for what, step in steps.items():
+        try:
+            step()
+        except (Exception, SystemExit) as exc:  # the fixture that needs it fails on it, with the whole story
+            print(
+                f"prepare_test_caches: {what} was not made ({exc!r}); the tests that need it say why",
+                file=sys.stderr,
+            )
     return 0
 
 
