@@ -756,18 +756,19 @@ def test_a_client_that_stops_sending_heartbeats_fails_the_turn_long_before_its_d
 def test_heartbeats_keep_a_parked_turn_alive_until_its_output_arrives(
     aws: Stack, api: Api, mock_llm: MockLLM
 ) -> None:
-    # Given an agent that wants a heartbeat every 4 s (room for a slow request on a loaded machine), and
-    # a client that runs a slow tool (9 s: a hot wait of one period, then two parked periods)
+    # Given an agent that wants a heartbeat every 8 s (room for slow requests on a loaded machine: 4 s was
+    # missed once on a slow VM), and a client that runs a slow tool (24 s: a hot wait of one period, then
+    # two parked periods)
     key = mock_llm.script(
         {"tool_calls": [{"call_id": "call_slow", "name": "read_file", "arguments": "{}"}]},
         {"text": "Read it."},
     )
-    session = aws.new_session(key, client_tool_timeout_s=3600, client_heartbeat_s=4)
+    session = aws.new_session(key, client_tool_timeout_s=3600, client_heartbeat_s=8)
     api.post_message(session.id, "Read it", tools=[READ_FILE])
     response_id = _response_id(aws, session.id)
     aws.wait_for_event(session.id, _is_action_required, what="action_required")
     # When it sends a heartbeat every half second while the tool runs, then the output
-    for _ in range(18):
+    for _ in range(48):
         beat = api.post_event(session.id, {"type": "heartbeat"})
         assert beat.status == 202, beat.body
         assert beat.body == {"queued": False, "parked": True}
